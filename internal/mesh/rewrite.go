@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -391,12 +392,17 @@ func (r *Rewrite) Patch(obj []byte) ([]byte, error) {
 }
 
 // StaticPatch is the patch that needs no copy of the object, for `kubectl patch --type TYPE -p
-// PATCH` and a client's RawPatch: an RFC 6902 JSON patch ("json"), with a test of the value the
-// layer was computed from where there was one, or, for Linkerd's annotations, a JSON merge patch
-// ("merge"). Apply and Patch, given the object, check it and diff it instead. It does not set a
-// route's timeout for a lowering to attempts 0 (keepPerTry needs the object's per-try timeout):
-// Apply does.
-func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
+// PATCH` and a client's RawPatch: an RFC 6902 JSON patch ("json"), with a test of each value the
+// change was computed from, or, for Linkerd's annotations, a JSON merge patch ("merge"). obj is
+// read for what the change depends on beyond the field, and checked as Apply checks it: a route
+// lowered to attempts 0 takes its per-try timeout as its timeout (keepPerTry), as the webhook's
+// rewrite does. Without that op the patch left the one try unbounded where Apply bounded it
+// (gate19); Patch, given the object, diffs it instead.
+func (r *Rewrite) StaticPatch(obj []byte) (typ string, patch []byte, err error) {
+	out, err := r.Apply(obj)
+	if err != nil {
+		return "", nil, err
+	}
 	if len(r.path) == 3 && r.path[0] == "metadata" && r.path[1] == "annotations" {
 		ann := map[string]any{}
 		if r.remove {
@@ -407,12 +413,17 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 			ann[r.path[2].(string)] = r.value
 		}
 		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-		return "merge", data
+		return "merge", data, nil
 	}
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
 		Value any    `json:"value,omitempty"`
+	}
+	// The route's timeout as sent and as Apply leaves it.
+	timeoutBefore, timeoutAfter, hadTimeout, err := r.routeTimeouts(obj, out)
+	if err != nil {
+		return "", nil, err
 	}
 	var ops []op
 	ptr := pointer(r.path)
@@ -435,8 +446,45 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 			ops = []op{{"add", ptr, r.value}}
 		}
 	}
+	if r.only && timeoutAfter != timeoutBefore {
+		// The timeout is the per-try timeout the block had: tested first, as the attempts are.
+		ops = append([]op{{"test", pointer(r.path[:len(r.path)-1]) + "/perTryTimeout", timeoutAfter}}, ops...)
+		tp := pointer(append(slices.Clone(r.path[:len(r.path)-2]), "timeout"))
+		if hadTimeout {
+			ops = append(ops, op{"test", tp, timeoutBefore}, op{"replace", tp, timeoutAfter})
+		} else {
+			ops = append(ops, op{"add", tp, timeoutAfter})
+		}
+	}
 	data, _ := json.Marshal(ops)
-	return "json", data
+	return "json", data, nil
+}
+
+// routeTimeouts are, for a lowering to attempts 0 (r.only), the route's timeout in obj and in
+// out, Apply(obj) (hadTimeout: obj sets one). Other rewrites touch no timeout: "", "", false.
+func (r *Rewrite) routeTimeouts(obj, out []byte) (before, after string, hadTimeout bool, err error) {
+	if !r.only || len(r.path) < 2 {
+		return "", "", false, nil
+	}
+	timeout := func(data []byte) (string, bool, error) {
+		var doc any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return "", false, fmt.Errorf("decoding %s: %w", r.Object, err)
+		}
+		cur, ok := follow(doc, tokens(r.path[:len(r.path)-2]))
+		route, isMap := cur.(map[string]any)
+		if !ok || !isMap {
+			return "", false, nil
+		}
+		t, set := route["timeout"]
+		ts, _ := t.(string)
+		return ts, set, nil
+	}
+	if before, hadTimeout, err = timeout(obj); err != nil {
+		return "", "", false, err
+	}
+	after, _, err = timeout(out)
+	return before, after, hadTimeout, err
 }
 
 // pointer is the RFC 6901 JSON pointer of a path.

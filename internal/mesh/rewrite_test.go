@@ -6,8 +6,21 @@ import (
 	"strings"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"sigs.k8s.io/yaml"
 )
+
+// applyPatch applies a patch of type typ ("json": RFC 6902, "merge": RFC 7386) to obj.
+func applyPatch(obj []byte, typ string, patch []byte) ([]byte, error) {
+	if typ == "merge" {
+		return jsonpatch.MergePatch(obj, patch)
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	return p.Apply(obj)
+}
 
 func TestPlanRewrite(t *testing.T) {
 	cases := []struct {
@@ -25,7 +38,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s}"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0 (" + IstioZeroAttemptsAlone + ")",
 			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"},{"op":"add","path":"/spec/http/0/timeout","value":"2s"}]`,
-			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/perTryTimeout","value":"2s"},{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}},{"op":"add","path":"/spec/http/0/timeout","value":"2s"}]`,
 		},
 		{
 			// Istio's ValidateHTTPRetry refuses any of the three beside attempts 0; backoff and
@@ -35,7 +48,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 2, perTryTimeout: 1s}\n  - retries: {attempts: 2, perTryTimeout: 2s, retryOn: '5xx,reset', retryRemoteLocalities: false, backoff: 25ms, retryIgnorePreviousHosts: true}\n    timeout: 9s"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[1].retries.attempts: 2 -> 0 (" + IstioZeroAttemptsAlone + ")",
 			patch:      `[{"op":"replace","path":"/spec/http/1/retries/attempts","value":0},{"op":"remove","path":"/spec/http/1/retries/backoff"},{"op":"remove","path":"/spec/http/1/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/1/retries/retryIgnorePreviousHosts"},{"op":"remove","path":"/spec/http/1/retries/retryOn"},{"op":"remove","path":"/spec/http/1/retries/retryRemoteLocalities"},{"op":"replace","path":"/spec/http/1/timeout","value":"2s"}]`,
-			static:     `json [{"op":"test","path":"/spec/http/1/retries/attempts","value":2},{"op":"replace","path":"/spec/http/1/retries","value":{"attempts":0}}]`,
+			static:     `json [{"op":"test","path":"/spec/http/1/retries/perTryTimeout","value":"2s"},{"op":"test","path":"/spec/http/1/retries/attempts","value":2},{"op":"replace","path":"/spec/http/1/retries","value":{"attempts":0}},{"op":"test","path":"/spec/http/1/timeout","value":"9s"},{"op":"replace","path":"/spec/http/1/timeout","value":"2s"}]`,
 		},
 		{
 			name:  "VirtualService retries without attempts (Istio's 2) -> 0",
@@ -43,7 +56,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 2s, retryOn: 5xx}"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: unset (2) -> 0 (" + IstioZeroAttemptsAlone + ")",
 			patch:      `[{"op":"add","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/0/retries/retryOn"},{"op":"add","path":"/spec/http/0/timeout","value":"2s"}]`,
-			static:     `json [{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/perTryTimeout","value":"2s"},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}},{"op":"add","path":"/spec/http/0/timeout","value":"2s"}]`,
 		},
 		{
 			// A route timeout at or below the per-try timeout bounds the one try already (rewrite18).
@@ -185,8 +198,25 @@ func TestPlanRewrite(t *testing.T) {
 			if string(patch) != tc.patch {
 				t.Errorf("Patch = %s, want %s", patch, tc.patch)
 			}
-			if typ, p := rw.StaticPatch(); typ+" "+string(p) != tc.static {
+			typ, p, err := rw.StaticPatch(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if typ+" "+string(p) != tc.static {
 				t.Errorf("StaticPatch = %s %s, want %s", typ, p, tc.static)
+			}
+			// The two patches, applied, leave the same object (gate19: the static patch
+			// left out the route timeout of a lowering to attempts 0).
+			viaPatch, err := applyPatch(obj, "json", patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaStatic, err := applyPatch(obj, typ, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonpatch.Equal(viaPatch, viaStatic) {
+				t.Errorf("Patch applied = %s\nStaticPatch applied = %s", viaPatch, viaStatic)
 			}
 		})
 	}

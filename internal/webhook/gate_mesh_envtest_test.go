@@ -83,6 +83,7 @@ func TestGateMeshLayers(t *testing.T) {
 	t.Run("the status names an entry route at its floor and the edges below", func(t *testing.T) { statusEntryRouteFloor(t, op) })
 	t.Run("a ServiceEntry registering an external HTTP host is judged", func(t *testing.T) { meshGateServiceEntry(t, op) })
 	t.Run("an Envoy Gateway fault delay is judged against maxTimeToAnswer", func(t *testing.T) { meshGateEnvoyGatewayDelay(t, op) })
+	t.Run("gate19: a new entry rule lowered, a rewrite that cannot fit refused, calls released, a Gateway's policy timeout", func(t *testing.T) { meshGate19(t, op) })
 	t.Run("a new Envoy Gateway BackendTrafficPolicy's retry and timeout are judged", func(t *testing.T) { meshGateEnvoyGatewayNewPolicy(t, op) })
 	t.Run("routes new to an edge are judged (tries from their fewest, timeouts by the chain)", func(t *testing.T) { meshGateNewRoutes(t, op) })
 	t.Run("a route lowered to attempts 0 keeps its per-try bound as its timeout", func(t *testing.T) { meshGateZeroKeepsPerTry(t, op) })

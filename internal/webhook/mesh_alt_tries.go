@@ -68,11 +68,22 @@ func altTriesRaises(r, old *workload.Result, oldSet, set *mesh.Set, obj meshObje
 	for _, e := range layered(r, old, obj) {
 		before := map[string]mesh.Layer{}
 		if e.oldLayer != nil {
-			for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+			before[rule(*e.oldLayer)] = *e.oldLayer
+			for _, o := range routeAlternatives(oldSet, *e.oldLayer, e.from, e.oldAlts) {
+				before[rule(o)] = o
+			}
+		} else if e.from == "" {
+			// An entrypoint's routes are every object's (workload.MeshEdge.Alternatives):
+			// the object's own rules there before are among them.
+			for _, o := range e.oldAlts {
 				before[rule(o)] = o
 			}
 		}
-		for _, a := range set.TimeAlternatives(e.layer) {
+		// At an entrypoint the routes a call may take are its Alternatives (every route to it
+		// at a Gateway or ingress; mesh.Set.TimeAlternatives gives none for entry layers): a
+		// rule added to an HTTPRoute on a Gateway with tries above its fewest was judged by
+		// judgeTimeRaise, which Rewrite refuses, instead of lowered (gate19).
+		for _, a := range routeAlternatives(set, e.layer, e.from, e.alts) {
 			var o *mesh.Layer
 			if ol, ok := before[rule(a)]; ok {
 				o = &ol

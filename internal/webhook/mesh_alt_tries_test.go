@@ -23,7 +23,9 @@ func decideOn(t *testing.T, cluster []string, policies []*v1alpha1.RetryPolicy, 
 	if old != "" {
 		in.Old = jsonOf(t, old)
 	}
-	return DecideMesh(in)
+	d := DecideMesh(in)
+	expectStaticAgrees(t, in.Object, d)
+	return d
 }
 
 const altIstioNS = `apiVersion: v1

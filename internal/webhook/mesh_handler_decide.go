@@ -149,6 +149,9 @@ type MeshDecision struct {
 	// Patch is the RFC 6902 patch of a rewrite (nil: none): the lowered fields and
 	// retrycap.dev/rewritten-from.
 	Patch []jsonpatch.JsonPatchOperation
+	// rewrites are the rewrites Patch is made of, in the order applied (the tests compare Patch
+	// with their static patches, mesh.Rewrite.StaticPatch).
+	rewrites []*mesh.Rewrite
 }
 
 // meshVerdict is one policy's judgement of the incoming object.
@@ -179,6 +182,10 @@ type meshVerdict struct {
 	// ownTimeout, when not empty, is the timeout of the verdict's own route the chain's time is
 	// (ownWait): no count of tries fits under it, and the callers' attempts do not shorten it.
 	ownTimeout string
+	// released, when not empty, is the object's route that took the edge's calls and no longer
+	// does ("VirtualService bookinfo/ratings spec.http[0]", releasedBy): the calls fall to
+	// layer, another object's or the mesh's default, which no field of the object lowers.
+	released string
 }
 
 // ownWait is, for a verdict no count fits, the timeout of v's own route when the chain waits
@@ -260,8 +267,9 @@ func meshSets(set *mesh.Set, raw, old []byte) (obj meshObject, before, after *me
 //   - a raised edge whose caller's chains go over a policy's cap: Reject denies (the strictest
 //     policy's message, workload.CompareRefs: lowest cap, a RetryPolicy before a
 //     ClusterRetryPolicy, then namespace/name; naming the others after it, strictest first),
-//     Rewrite lowers the field to the largest value that fits (or 0 retries when none does, with
-//     a warning) and records the old value in retrycap.dev/rewritten-from, Audit warns.
+//     Rewrite lowers the field to the largest value that fits (or, when none does, to its floor
+//     with a warning, only if the object so lowered is one Reject would admit: else it is
+//     refused, stillOver) and records the old value in retrycap.dev/rewritten-from, Audit warns.
 //
 // An object internal/mesh cannot read (a negative attempts) is denied with the error naming the
 // object, the field and the value.
@@ -285,6 +293,8 @@ func DecideMesh(in MeshInput) MeshDecision {
 	// cannot be read back, and they are not judged).
 	var storedSet *mesh.Set
 	storedSetMade := false
+	// refused is set when the rewrite cannot make the object admissible (stillOver).
+	refused := ""
 	e := gate.Enforce(policies, gate.Steps[judgedPolicy, meshVerdict]{
 		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) {
 			return p.Ref(), p.Spec().Enforcement
@@ -293,11 +303,18 @@ func DecideMesh(in MeshInput) MeshDecision {
 			if p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
 				// Rewrite lowers tries, never a timeout (docs/decisions.md): a raised
 				// timeout that leaves a chain over maxTimeToAnswer is refused.
-				if v, over := judgeTimeRaise(p, obj, oldSet, newSet); over {
+				if v, over := judgeTimeRaise(p, obj, oldSet, newSet, false); over {
 					return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
 				}
 			}
 			v, over := judgeMesh(p, obj, oldSet, newSet, constJSON(in.Object))
+			if over && v.timeRaise != "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
+				// A new route whose own bound keeps the chain over whatever its tries.
+				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
+			}
+			if over && v.released != "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
+				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: no field of %s sets the tries of calls it no longer takes)", v.message(obj), obj.id())
+			}
 			if over && v.alt == nil && v.timeRaise == "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite && noField(v.layer, obj) {
 				// No field of the object gives these tries: as a ServiceEntry, refused, not
 				// admitted as sent with "could not rewrite".
@@ -315,12 +332,16 @@ func DecideMesh(in MeshInput) MeshDecision {
 			return gate.AlsoOver(over)
 		},
 		Rewrite: func(rewrites []meshVerdict) []string {
-			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, newSet, rewrites)
+			out, patch, warnings, applied, err := rewriteMesh(in, obj, oldSet, newSet, rewrites)
 			if err != nil {
 				// Unreachable unless the object changes under the planner: admit it as sent, and say so.
 				return []string{fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err)}
 			}
-			stored, d.Patch = out, patch
+			if msg := stillOver(obj, oldSet, out, rewrites); msg != "" {
+				refused = msg
+				return nil
+			}
+			stored, d.Patch, d.rewrites = out, patch, applied
 			return warnings
 		},
 		Audit: func(p judgedPolicy) (meshVerdict, bool) {
@@ -339,8 +360,35 @@ func DecideMesh(in MeshInput) MeshDecision {
 	if e.Denied {
 		return MeshDecision{Message: e.Message}
 	}
+	if refused != "" {
+		return MeshDecision{Message: refused}
+	}
 	d.Warnings = e.Warnings
 	return d
+}
+
+// stillOver judges the object as Rewrite would store it (out) under each exceeded Rewrite
+// policy as Reject would: the message of the first still over (its verdict as sent, then the
+// rewritten object's), "" when none is. Rewrite lowered a route no count of whose tries fits to
+// its floor and admitted it with a warning while the chain stayed over the cap or
+// maxTimeToAnswer (a new route whose own timeout keeps the chain over; a floor of more tries
+// than the edge had): a rewrite that cannot make the object admissible is refused, as Reject
+// refuses it (docs/decisions.md, gate19). One the rewrite makes admissible (lowered back to its
+// stored value, or to a floor that raises nothing) is admitted with its warning.
+func stillOver(obj meshObject, oldSet *mesh.Set, out []byte, rewrites []meshVerdict) string {
+	final, err := withObject(oldSet, obj, out)
+	if err != nil {
+		return fmt.Sprintf("%s (refused although enforcement is Rewrite: the rewritten object cannot be read back: %v)", rewrites[0].message(obj), err)
+	}
+	for _, v := range rewrites {
+		nv, over := judgeMesh(v.policy, obj, oldSet, final, constJSON(out))
+		if !over {
+			continue
+		}
+		again := strings.TrimPrefix(nv.message(obj), v.policy.Ref().String()+": ")
+		return fmt.Sprintf("%s (refused although enforcement is Rewrite: lowered as far as it goes, %s)", v.message(obj), again)
+	}
+	return ""
 }
 
 // MaxMeshRoutes is the most routes (a VirtualService's spec.http, a route's spec.rules) of an
@@ -428,6 +476,61 @@ func raisedBy(r, old *workload.Result, oldSet *mesh.Set, obj meshObject) []raise
 		}
 	}
 	return out
+}
+
+// releasedBy lists the edges (entrypoints first) whose calls took a route of obj in old and take
+// none of it in r, with more tries than before: an update that empties spec.http, keeps only tcp
+// routes, delegates to a VirtualService that does not exist or exports the object away puts the
+// calls back on the mesh's default (Istio's 3 tries) or another object's route, and raisedBy, which
+// looks at the edges carrying a layer of the object, admitted it over the cap (gate19).
+// layer is the edge's layer in r, oldLayer the object's in old.
+func releasedBy(r, old *workload.Result, obj meshObject) []layeredEdge {
+	var out []layeredEdge
+	own := func(m workload.MeshEdge) *mesh.Layer {
+		for _, l := range m.Layers {
+			if l.Object == obj.id() {
+				return &l
+			}
+		}
+		return nil
+	}
+	check := func(from, to string, m, o workload.MeshEdge, hadOld bool) {
+		if !hadOld || m.Attempts() <= o.Attempts() || own(m) != nil {
+			return
+		}
+		ol := own(o)
+		if ol == nil || len(m.Layers) == 0 {
+			return
+		}
+		out = append(out, layeredEdge{raised: raised{from: from, to: to, layer: m.Layers[0]}, attempts: m.Attempts(), was: o.Attempts(), oldLayer: ol})
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.MeshEntry)) {
+		o, ok := old.MeshEntry[k]
+		check("", k, r.MeshEntry[k], o, ok)
+	}
+	keys := slices.Collect(maps.Keys(r.MeshEdges))
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		o, ok := old.MeshEdges[k]
+		check(k[0], k[1], r.MeshEdges[k], o, ok)
+	}
+	return out
+}
+
+// releasedMessage is the message of a verdict on calls the object's route no longer takes:
+// "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes
+// the calls reviews -> ratings (the object as sent gives them no route): they take 3 tries
+// (Istio default, no VirtualService binds ratings), which makes ...; keep a route of
+// VirtualService bookinfo/ratings for them with retries that fit, or lower the callers'
+// attempts".
+func (v meshVerdict) releasedMessage() string {
+	object, _, _ := strings.Cut(v.released, " spec.")
+	call := v.edge.from + " -> " + v.edge.to
+	if v.edge.from == "" {
+		call = "to the entrypoint " + v.edge.to
+	}
+	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or lower the callers' attempts",
+		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object)
 }
 
 // noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
@@ -627,10 +730,25 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		}
 		return v, true
 	}
+	for _, e := range releasedBy(r, old, obj) {
+		j, tj := judgeAt(r, e.raised), timeAt(p, r, e.raised)
+		if !j.Over && tj == nil {
+			continue
+		}
+		return meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}, true
+	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
+		if !v.alt.fits {
+			// No count of the new route's tries fits: when the chain waits on its own
+			// timeout, or the route lengthens it, that bound is what to name (judged as a new
+			// route of its fewest tries is), not "lower the callers' attempts" (gate19).
+			if tv, tover := judgeTimeRaise(p, obj, oldSet, set, true); tover {
+				return tv, true
+			}
+		}
 		return v, true
 	}
-	return judgeTimeRaise(p, obj, oldSet, set)
+	return judgeTimeRaise(p, obj, oldSet, set, false)
 }
 
 // keepOn is the largest number of tries below hi of the object's layers on e that takes e's
@@ -807,7 +925,7 @@ func layerOnEdge(r *workload.Result, obj meshObject, e raised) (mesh.Layer, bool
 // as more tries are, and the tries gate (judgeMesh) sees no raise there. A lowering (or no
 // change) passes, as for tries, so a chain over its maximum can be repaired. The verdict's keep
 // is 0: no count of tries is planned for it.
-func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (meshVerdict, bool) {
+func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, ownNew bool) (meshVerdict, bool) {
 	if maxT := p.Spec().MaxTimeToAnswer; maxT == nil || maxT.Duration <= 0 {
 		return meshVerdict{}, false
 	}
@@ -868,10 +986,9 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		}
 		if change == "" {
 			// A route new to the edge: no bound of its own was raised, but the calls may
-			// now take it (gate18).
-			// At an entrypoint a route with tries above its fewest is judged here too:
-			// judgeAltTries looks at service-to-service edges only (rewrite18).
-			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && (!ownTries(nl, obj) || e.from == "") {
+			// now take it (gate18). One with tries above its fewest is judgeAltTries', at an
+			// entrypoint too (gate19): Rewrite lowers its tries.
+			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && (ownNew || !ownTries(nl, obj)) {
 				if tj = timeAt(p, r, e.raised); tj != nil {
 					// Judged when it lengthens the chain, or when the chain waits longest on
 					// it (a created object shortens the mesh default's unbounded hop, yet its
@@ -879,6 +996,15 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 					was := chainTime(p, old, e.raised)
 					w, waits := waitRoute(r, set, tj)
 					waits = waits && w.from == e.from && w.to == e.to && routeOf(w.layer) == routeOf(nl)
+					// The route waits on a bound of its own only if it sets one: a route of no
+					// timeout, per-try timeout or delay, created where the chain was over on the
+					// application's per-try timeout (Istio's default route sets none either),
+					// lengthens nothing, and was refused, under Rewrite too, as "the one the
+					// chain waits on longest" with nothing to lower (gate19: the bookinfo sample
+					// VirtualService ratings with retries.attempts 0).
+					if lt := set.LayerTime(nl); lt.Timeout <= 0 && lt.PerTry <= 0 && lt.Delay <= 0 {
+						waits = false
+					}
 					if was < tj.Chain.Time || waits {
 						before, after = mesh.LayerTime{}, set.LayerTime(nl)
 						change = newRouteBounds(after, was, was < tj.Chain.Time)
@@ -1046,13 +1172,27 @@ func altTimeRaise(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (before,
 			old[rule(o)] = o
 		}
 	}
-	for _, a := range set.TimeAlternatives(e.layer) {
+	alts := set.TimeAlternatives(e.layer)
+	if e.from == "" {
+		// An entrypoint's routes are its Alternatives (TimeAlternatives gives none for entry
+		// layers): a rule of an HTTPRoute on a Gateway other than the counted one, its per-try
+		// 9s raised to a request timeout of 60s, was admitted while the chain went from 18s
+		// to 60s (gate19). A rule new there is newRouteOn's.
+		for _, o := range e.oldAlts {
+			old[rule(o)] = o
+		}
+		alts = e.alts
+	}
+	for _, a := range alts {
 		if a.Object != obj.id() {
 			continue
 		}
 		before = oldSet.LayerTime(mesh.Layer{Kind: a.Kind}) // no route before: no timeout
-		if o, ok := old[rule(a)]; ok {
+		o, ok := old[rule(a)]
+		if ok {
 			before = oldSet.LayerTime(o)
+		} else if e.from == "" {
+			continue
 		}
 		after = set.LayerTime(a)
 		if change = timeRaises(before, after); change != "" {
@@ -1160,6 +1300,9 @@ func fieldName(path string) string {
 // "RetryPolicy shop/checkout: VirtualService shop/ratings spec.http[0].retries.attempts: 3 makes
 // productpage -x3-> reviews -x4-> ratings = 12 > cap 4; VirtualService shop/ratings may keep attempts: 1".
 func (v meshVerdict) message(obj meshObject) string {
+	if v.released != "" {
+		return v.releasedMessage()
+	}
 	if v.alt != nil {
 		return v.altMessage()
 	}
@@ -1243,13 +1386,13 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 
 // rewriteMesh lowers the object's fields for the exceeded Rewrite policies, each to the
 // largest value that fits all of them (rounds: a lowered field may leave another policy over
-// through another field), and returns the object to store, the patch and the warnings. set is
+// through another field), and returns the object to store, the patch, the warnings and the rewrites applied, in order. set is
 // oldSet with the object as sent. The object is decoded once (mesh.Doc), the rewrites applied
 // to it, and the patch computed over the fields they touched.
-func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
+func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, []*mesh.Rewrite, error) {
 	doc, err := mesh.NewDoc(in.Object)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
 	}
 	// The object's JSON as cur holds it, encoded only when a rewrite needs it (memoized per round).
 	var curJSON []byte
@@ -1265,6 +1408,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	}
 	cur := set
 	var warnings, explains []string
+	var applied []*mesh.Rewrite
 	var refs []workload.PolicyRef
 	pending := rewrites
 	for round := 0; len(pending) > 0 && round < 16; round++ {
@@ -1277,7 +1421,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 			// Routes other than the counted one: they alone, together, to the most tries that
 			// fit, else back to their old tries (a new route: its fewest).
 			if rws, ok = v.alt.rewrites(v.alt.keep); !ok {
-				return nil, nil, nil, fmt.Errorf("%s: %s cannot be lowered", obj.id(), v.layer.FieldPath)
+				return nil, nil, nil, nil, fmt.Errorf("%s: %s cannot be lowered", obj.id(), v.layer.FieldPath)
 			}
 		} else {
 			rws, next, _, ok = lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
@@ -1286,23 +1430,24 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 			// Each field on its own: the first one's error says why.
 			rw, err := mesh.PlanRewrite(v.layer, keep)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			rws, next = []*mesh.Rewrite{rw}, nil
 		}
+		applied = append(applied, rws...)
 		for _, rw := range rws {
 			if err := doc.Apply(rw); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		curJSON = nil
 		if next == nil {
 			data, err := raw()
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
+				return nil, nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
 			}
 			if next, err = withObject(oldSet, obj, data); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		cur = next
@@ -1335,25 +1480,25 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	}
 	changed, err := doc.Patch()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
 	changes, from := describeChanges(doc, changed)
 	if err := doc.SetAnnotation(annotations.RewrittenFrom, clipRewrittenFrom(strings.Join(from, "; "), doc.AnnotationBytes(annotations.RewrittenFrom))); err != nil {
-		return nil, nil, nil, fmt.Errorf("annotating %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("annotating %s: %w", obj.id(), err)
 	}
 	final, err := doc.Bytes()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
 	}
 	ops, err := doc.Patch()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
 	// In path order, for a stable response: the operations replace or add distinct members (no
 	// list insertions), so their order does not matter to the result.
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	w := fmt.Sprintf("%s rewrote %s: %s (%s)", gate.Rewriters(refs), obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
-	return final, ops, append([]string{w}, warnings...), nil
+	return final, ops, append([]string{w}, warnings...), applied, nil
 }
 
 // asSent is v judged on set (the cluster with the object as sent) at v's edge, as the warning of
@@ -1549,6 +1694,10 @@ func render(v any) string {
 	case map[string]any, []any:
 		data, _ := json.Marshal(x)
 		return string(data)
+	case float64:
+		// As written: fmt's %v wrote attempts 2147483647 as "2.147483647e+09" in the warning
+		// and in retrycap.dev/rewritten-from (gate19).
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return fmt.Sprint(v)
 }
