@@ -1,11 +1,21 @@
 package h2
 
 import (
+	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
 // The nineteenth session's frame-level sequences (branch h2red19): frame
@@ -255,4 +265,118 @@ func sentinel(t *testing.T, relay string, seen *atomic.Int64, want int64) {
 	if n := seen.Load(); n != want {
 		t.Fatalf("the upstream got %d request header blocks, want %d", n, want)
 	}
+}
+
+// A request whose header list is larger than the upstream's
+// SETTINGS_MAX_HEADER_LIST_SIZE is the request's fault: x/net's Transport
+// returns errRequestHeaderListSize to its caller, grpc-go's client fails
+// the call INTERNAL itself. Upstream: grpc-go with MaxHeaderListSize(2000);
+// the breaker opens at 2 failures within 10 s, 3 attempts. Three calls of
+// 3,000 bytes of metadata each get INTERNAL naming both sizes, nothing
+// reaches the upstream, nothing is retried and the breaker stays closed:
+// a call of normal size is then served. Then the breaker opened by two
+// real failures and half-open a minute later: an oversized call is no
+// probe (its place given back), the next normal call probes and closes
+// it. Before, each oversized call was an upstream failure ("reset"):
+// retried, and the first one opened the breaker (every call after it,
+// of any size: "circuit breaker open"), the half-open probe's failure
+// reopened it.
+func TestOverUpstreamHeaderListNotAFailure(t *testing.T) {
+	var fails atomic.Int64
+	b := startBackend(t, &backend{unary: func(_ context.Context, _ int, in string) (string, error) {
+		if in == "fail" {
+			fails.Add(1)
+			return "", status.Error(codes.Unavailable, "down")
+		}
+		return in, nil
+	}}, grpc.MaxHeaderListSize(2000))
+	var skew atomic.Int64
+	h, reg := newHandler(t, proxyOpts{name: "hl", addr: b.addr, attempts: 3,
+		breaker: policy.NewBreaker(2, 10*time.Second, time.Minute),
+		now:     func() int64 { return time.Now().UnixNano() + skew.Load() }})
+	theFront.route(t, "hl", h, b.addr)
+	cc := dialName(t, "hl")
+	big := func() error {
+		ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-big", strings.Repeat("r", 3000))
+		_, err := callUnary(ctx, cc, "big")
+		return err
+	}
+	const want = "retrycap-proxy: upstream hl: request header list of 3554 bytes, over the upstream's SETTINGS_MAX_HEADER_LIST_SIZE of 2000"
+	for i := range 3 {
+		if err := big(); status.Code(err) != codes.Internal || status.Convert(err).Message() != want {
+			t.Fatalf("oversized call %d: %v; want INTERNAL %q", i, err, want)
+		}
+	}
+	if out, err := callUnary(ctxT(t), cc, "small"); err != nil || out != "small" {
+		t.Fatalf("a call of normal size after them: %q, %v", out, err)
+	}
+	if n := b.attempts.Load(); n != 1 {
+		t.Fatalf("the upstream served %d calls, want 1", n)
+	}
+	if got := metricValues(t, reg, "retrycap_proxy_h2_attempts_total", "retrycap_proxy_h2_retries_total"); got != "1 0" {
+		t.Fatalf("attempts, retries: %s; want 1 0", got)
+	}
+	// Two real failures open the breaker (the first retried once: 2
+	// attempts, the breaker's count reached, no more).
+	if _, err := callUnary(ctxT(t), cc, "fail"); status.Code(err) != codes.Unavailable || fails.Load() != 2 {
+		t.Fatalf("failing call: %v after %d attempts", err, fails.Load())
+	}
+	if _, err := callUnary(ctxT(t), cc, "small"); status.Convert(err).Message() != "retrycap-proxy: upstream hl: circuit breaker open" {
+		t.Fatalf("a call with the breaker open: %v", err)
+	}
+	skew.Store(int64(61 * time.Second)) // half-open
+	if err := big(); status.Code(err) != codes.Internal || status.Convert(err).Message() != want {
+		t.Fatalf("oversized call, breaker half-open: %v", err)
+	}
+	for i := range 2 {
+		if out, err := callUnary(ctxT(t), cc, "small"); err != nil || out != "small" {
+			t.Fatalf("call %d of normal size after the half-open breaker's oversized call: %q, %v", i, out, err)
+		}
+	}
+	if n := b.attempts.Load(); n != 5 {
+		t.Fatalf("the upstream served %d calls, want 5", n)
+	}
+}
+
+// The same for a plain HTTP/2 request: 431, its body naming both sizes,
+// nothing upstream, not retried (3 attempts allowed).
+func TestOverUpstreamHeaderListHTTP(t *testing.T) {
+	up, seen := scriptedUpstream(t, []http2.Setting{{ID: http2.SettingMaxHeaderListSize, Val: 1000}}, nil)
+	h, reg := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 3})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "GET", ":scheme", "http", ":path", "/", ":authority", "web", "x-big", strings.Repeat("h", 1500)), EndHeaders: true, EndStream: true})
+	heads, body, rst := r.readStream(1)
+	const want = "retrycap-proxy: upstream web: request header list of 1705 bytes, over the upstream's SETTINGS_MAX_HEADER_LIST_SIZE of 1000\n"
+	if rst != -1 || field(heads[0], ":status") != "431" || string(body) != want {
+		t.Fatalf("client got %v %q, reset %d; want 431 %q", brief(heads...), body, rst, want)
+	}
+	if n := seen.Load(); n != 0 {
+		t.Fatalf("the upstream got %d requests, want 0", n)
+	}
+	if got := metricValues(t, reg, "retrycap_proxy_h2_attempts_total", "retrycap_proxy_h2_retries_total"); got != "0 0" {
+		t.Fatalf("attempts, retries: %s; want 0 0", got)
+	}
+}
+
+// metricValues is the sum over the labels of each named counter, space
+// separated.
+func metricValues(t *testing.T, reg *prometheus.Registry, names ...string) string {
+	t.Helper()
+	mf, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, name := range names {
+		var sum float64
+		for _, m := range mf {
+			if m.GetName() == name {
+				for _, c := range m.GetMetric() {
+					sum += c.GetCounter().GetValue()
+				}
+			}
+		}
+		out = append(out, strconv.FormatFloat(sum, 'f', -1, 64))
+	}
+	return strings.Join(out, " ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -354,6 +355,11 @@ func (s *rstream) dispatch(a *ratt) {
 			s.pool.waitRoom(a, uc, blockBound(listSize(s.pseudo(a), s.fields, a.extra), 0))
 			return
 		}
+		var le *upListError
+		if errors.As(err, &le) {
+			s.overUpstreamList(a, le)
+			return
+		}
 		if err != nil {
 			a.fail(err)
 			return
@@ -451,11 +457,12 @@ func (a *ratt) pushBody() {
 			if s.reqTrailers != nil {
 				tr := s.reqTrailers
 				uc.wmu.Lock()
-				if uc.out.maxList != 0 && listSize(tr) > uc.out.maxList {
+				if n := listSize(tr); uc.out.maxList != 0 && n > uc.out.maxList {
 					// As open refuses such headers (x/net's Transport:
 					// errRequestHeaderListSize for either).
+					le := &upListError{what: "trailers", size: n, max: uc.out.maxList}
 					uc.wmu.Unlock()
-					a.fail(errors.New("retrycap-proxy: request trailers larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE"))
+					s.overUpstreamList(a, le)
 					return
 				}
 				a.to(attSent)
@@ -1178,6 +1185,33 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 	s.att = a
 	s.relay(a, reason)
 	a.pushBody()
+}
+
+// overUpstreamList ends the call at attempt a, whose request header list
+// (or trailers) the upstream's SETTINGS_MAX_HEADER_LIST_SIZE says it will
+// not take: x/net's Transport returns errRequestHeaderListSize to its
+// caller, grpc-go's client fails such a call INTERNAL itself. The request
+// is at fault, not the upstream, and every attempt would end the same:
+// not retried, the breaker not charged (a half-open probe's place given
+// back, as for a client's own cancellation), nothing taken from the retry
+// budget; the client gets 431 (gRPC: INTERNAL) naming both sizes, a stream
+// opened for the trailers' request reset upstream (release). Before, it was
+// an upstream failure ("reset"): retried, and two such requests of one
+// client opened the breaker for every caller of a healthy upstream.
+func (s *rstream) overUpstreamList(a *ratt, le *upListError) {
+	a.judged = true
+	a.release()
+	s.att = nil
+	cs := s.cs
+	if br := cs.up.Breaker; br != nil && cs.known {
+		br.Cancel(s.probe)
+	}
+	msg := "retrycap-proxy: upstream " + cs.up.Name + ": " + le.Error()
+	if cs.grpc {
+		s.answer(cs.grpcText(policy.ReasonNone, msg, codeInternal))
+		return
+	}
+	s.answer(cs.ownText(policy.ReasonNone, msg, http.StatusRequestHeaderFieldsTooLarge))
 }
 
 // refuse ends the client's stream with REFUSED_STREAM: the upstream
