@@ -2,6 +2,7 @@ package h2
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
@@ -379,4 +381,69 @@ func metricValues(t *testing.T, reg *prometheus.Registry, names ...string) strin
 		out = append(out, strconv.FormatFloat(sum, 'f', -1, 64))
 	}
 	return strings.Join(out, " ")
+}
+
+// A client-streaming call whose client sends for longer than the per-try
+// timeout (eight messages 100 ms apart, the per-try timeout 300 ms): the
+// per-try timeout starts when the request is whole, as Envoy starts its
+// per_try_timeout, so the call is served once and answered; the breaker
+// (open at one failure) stays closed, the next call is served. Then an
+// upstream that holds its answer for longer than the per-try timeout
+// after the request ended is still timed out. Before, the attempt was
+// the upstream's per-try timeout at 300 ms, in the middle of the upload:
+// UNAVAILABLE "no answer within the per-try timeout 300ms" after four
+// messages, a breaker failure.
+func TestClientStreamLongerThanPerTry(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	b := startBackend(t, &backend{collect: func(_ int, ins []string) (string, error) {
+		if len(ins) > 0 && ins[0] == "hold" {
+			<-hold
+		}
+		return strings.Join(ins, "+"), nil
+	}})
+	h, reg := newHandler(t, proxyOpts{name: "cs", addr: b.addr, attempts: 1, perTry: 300 * time.Millisecond,
+		breaker: policy.NewBreaker(1, 10*time.Second, time.Minute)})
+	theFront.route(t, "cs", h, b.addr)
+	cc := dialName(t, "cs")
+	collect := func(first string, n int, gap time.Duration) (string, error) {
+		s, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ClientStreams: true}, methodCollect)
+		if err != nil {
+			return "", err
+		}
+		tick := time.NewTicker(gap) // the client's pace: the behaviour under test
+		defer tick.Stop()
+		for i := range n {
+			m := strconv.Itoa(i)
+			if i == 0 {
+				m = first
+			} else {
+				<-tick.C
+			}
+			if err := s.SendMsg(wrapperspb.String(m)); err != nil {
+				break // the answer tells why
+			}
+		}
+		_ = s.CloseSend()
+		out := new(wrapperspb.StringValue)
+		err = s.RecvMsg(out)
+		return out.GetValue(), err
+	}
+	if out, err := collect("0", 8, 100*time.Millisecond); err != nil || out != "0+1+2+3+4+5+6+7" {
+		t.Fatalf("slow client stream: %q, %v; want 0+1+2+3+4+5+6+7", out, err)
+	}
+	if out, err := callUnary(ctxT(t), cc, "next"); err != nil || out != "ok" {
+		t.Fatalf("the call after it: %q, %v (the breaker opened?)", out, err)
+	}
+	if n := b.attempts.Load(); n != 2 {
+		t.Fatalf("the upstream served %d calls, want 2", n)
+	}
+	if got := metricValues(t, reg, "retrycap_proxy_h2_attempts_total", "retrycap_proxy_h2_retries_total"); got != "2 0" {
+		t.Fatalf("attempts, retries: %s; want 2 0", got)
+	}
+	const want = "retrycap-proxy: upstream cs (" + "%s" + "): 1 attempt(s), last failed with timeout (no answer within the per-try timeout 300ms)"
+	_, err := collect("hold", 2, 10*time.Millisecond)
+	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != fmt.Sprintf(want, b.addr) {
+		t.Fatalf("an answer held after the request ended: %v; want UNAVAILABLE %q", err, fmt.Sprintf(want, b.addr))
+	}
 }

@@ -134,9 +134,12 @@ type attemptState struct {
 	// under way, in start order (cconn.tries), due at due (since cc.born).
 	tprev, tnext *ratt
 	inTries      bool
-	due          time.Duration
-	t0           time.Time
-	resends      int
+	// tryLater: its per-try timeout starts when the client's request
+	// ends (startTry), not when it starts.
+	tryLater bool
+	due      time.Duration
+	t0       time.Time
+	resends  int
 	// refused: the upstream provably never processed it (unprocessed), and
 	// the body it would go again with overflowed the replay buffer: its
 	// client is told so (refuse), not answered 502.
@@ -335,7 +338,18 @@ func (s *rstream) next() {
 	}
 	timeout, cut := cs.tryTimeout(now)
 	a.cut = cut
-	s.cc.trackTry(a, timeout)
+	if s.reqEnd || cut {
+		s.cc.trackTry(a, timeout)
+	} else {
+		// The client is still sending (a client stream, a bidi call,
+		// an upload): the upstream's time to answer starts when the
+		// request is whole, as Envoy starts its per_try_timeout
+		// (create_per_try_timeout_on_request_complete_). Timed from
+		// now, a client stream longer than the per-try timeout was the
+		// upstream's timeout: failed, retried, charged to the breaker.
+		// The caller's deadline bounds it all the same (cut).
+		a.tryLater = true
+	}
 	s.dispatch(a)
 }
 
@@ -489,10 +503,28 @@ func (s *rstream) onRequestData(data []byte, end bool) {
 	}
 	if end {
 		s.reqEnd = true
+		s.startTry()
 	}
 	if s.att != nil {
 		s.att.pushBody()
 	}
+}
+
+// startTry starts the per-try timeout of the attempt under way that
+// waited for the request's end (next), unless it got its headers or
+// ended meanwhile.
+func (s *rstream) startTry() {
+	a := s.att
+	if a == nil || !a.tryLater {
+		return
+	}
+	a.tryLater = false
+	if a.closed || a.judged || a.gotHeaders {
+		return
+	}
+	timeout, cut := s.cs.tryTimeout(s.cs.h.cfg.Now())
+	a.cut = cut
+	s.cc.trackTry(a, timeout)
 }
 
 // onRequestTrailers takes the request's trailers (the connection's
@@ -500,6 +532,7 @@ func (s *rstream) onRequestData(data []byte, end bool) {
 func (s *rstream) onRequestTrailers(fields []hpack.HeaderField) {
 	s.reqTrailers = append(make([]hpack.HeaderField, 0, len(fields)), fields...)
 	s.reqEnd = true
+	s.startTry()
 	if s.att != nil {
 		s.att.pushBody()
 	}
