@@ -3,6 +3,7 @@ package h2
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -445,5 +446,75 @@ func TestClientStreamLongerThanPerTry(t *testing.T) {
 	_, err := collect("hold", 2, 10*time.Millisecond)
 	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != fmt.Sprintf(want, b.addr) {
 		t.Fatalf("an answer held after the request ended: %v; want UNAVAILABLE %q", err, fmt.Sprintf(want, b.addr))
+	}
+}
+
+// countingListener counts the connections it accepted.
+type countingListener struct {
+	net.Listener
+	n atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// An upstream's SETTINGS_MAX_CONCURRENT_STREAMS is per connection; the
+// relay opens another connection when the ones it has are full, up to
+// Config.MaxUpstreamConns (here 4), and past it the calls wait for a
+// slot. grpc-go upstream with MaxConcurrentStreams(1), 40 concurrent
+// calls on one client connection: exactly 4 upstream connections, at
+// most 4 calls in its handlers at once (4 reached), each call served
+// exactly once and answered. Before, no bound: 300 such calls opened 157
+// connections, 155 calls at once in an upstream that said 1.
+func TestUpstreamConnectionsBounded(t *testing.T) {
+	var cur, peak atomic.Int64
+	release := make(chan struct{})
+	b := &backend{unary: func(_ context.Context, _ int, in string) (string, error) {
+		c := cur.Add(1)
+		defer cur.Add(-1)
+		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+		}
+		<-release
+		return in, nil
+	}}
+	ln0, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &countingListener{Listener: ln0}
+	b.addr = ln.Addr().String()
+	b.srv = grpc.NewServer(grpc.MaxConcurrentStreams(1))
+	b.srv.RegisterService(&echoDesc, b)
+	go func() { _ = b.srv.Serve(ln) }()
+	t.Cleanup(b.srv.Stop)
+	h, _ := newHandler(t, proxyOpts{name: "mc", addr: b.addr, attempts: 3, maxUpConns: 4})
+	theFront.route(t, "mc", h, b.addr)
+	cc := dialName(t, "mc")
+	ctx := ctxT(t)
+	const n = 40
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			out, err := callUnary(ctx, cc, strconv.Itoa(i))
+			if err == nil && out != strconv.Itoa(i) {
+				err = fmt.Errorf("call %d answered %q", i, out)
+			}
+			errs <- err
+		}()
+	}
+	waitFor(t, "4 calls in the upstream's handlers", func() bool { return cur.Load() >= 4 })
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, p, a := ln.n.Load(), peak.Load(), b.attempts.Load(); c != 4 || p != 4 || a != n {
+		t.Fatalf("%d upstream connections, %d calls at once, %d served; want 4, 4, %d", c, p, a, n)
 	}
 }
