@@ -518,3 +518,51 @@ func TestUpstreamConnectionsBounded(t *testing.T) {
 		t.Fatalf("%d upstream connections, %d calls at once, %d served; want 4, 4, %d", c, p, a, n)
 	}
 }
+
+// A bidi call whose server answers nothing until the client's second
+// message (no headers: grpc-go sends them with the first message), the
+// client pausing 500 ms between its messages, the per-try timeout 300 ms,
+// 3 attempts: served once, answered "1+2". Before, the pause was the
+// upstream's per-try timeout: the call cut at 300 ms, UNAVAILABLE "1
+// attempt(s), last failed with timeout (no answer within the per-try
+// timeout 300ms)", a breaker failure.
+func TestBidiPauseLongerThanPerTry(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var execs atomic.Int64
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, st grpc.ServerStream) error {
+		execs.Add(1)
+		var got []string
+		for range 2 {
+			in := new(wrapperspb.StringValue)
+			if err := st.RecvMsg(in); err != nil {
+				return err
+			}
+			got = append(got, in.GetValue())
+		}
+		return st.SendMsg(wrapperspb.String(strings.Join(got, "+")))
+	}))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	up := ln.Addr().String()
+	h, _ := newHandler(t, proxyOpts{name: "bidi19", addr: up, attempts: 3, perTry: 300 * time.Millisecond})
+	theFront.route(t, "bidi19", h, up)
+	st, err := dialName(t, "bidi19").NewStream(ctxT(t), &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/h2red19.Bidi/Call")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SendMsg(wrapperspb.String("1"))
+	pause := time.NewTimer(500 * time.Millisecond) // the client's pause: the behaviour under test
+	<-pause.C
+	_ = st.SendMsg(wrapperspb.String("2"))
+	out := new(wrapperspb.StringValue)
+	if err := st.RecvMsg(out); err != nil || out.GetValue() != "1+2" {
+		t.Fatalf("RecvMsg: %q, %v; want 1+2", out.GetValue(), err)
+	}
+	_ = st.CloseSend()
+	if n := execs.Load(); n != 1 {
+		t.Fatalf("the upstream ran the call %d times, want 1", n)
+	}
+}
