@@ -300,11 +300,14 @@ func TestOverUpstreamHeaderListNotAFailure(t *testing.T) {
 	theFront.route(t, "hl", h, b.addr)
 	cc := dialName(t, "hl")
 	big := func() error {
-		ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-big", strings.Repeat("r", 3000))
+		// No deadline: no grpc-timeout, whose length varies, in the list.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-big", strings.Repeat("r", 3000))
 		_, err := callUnary(ctx, cc, "big")
 		return err
 	}
-	const want = "retrycap-proxy: upstream hl: request header list of 3554 bytes, over the upstream's SETTINGS_MAX_HEADER_LIST_SIZE of 2000"
+	const want = "retrycap-proxy: upstream hl: request header list of 3392 bytes, over the upstream's SETTINGS_MAX_HEADER_LIST_SIZE of 2000"
 	for i := range 3 {
 		if err := big(); status.Code(err) != codes.Internal || status.Convert(err).Message() != want {
 			t.Fatalf("oversized call %d: %v; want INTERNAL %q", i, err, want)
@@ -564,5 +567,39 @@ func TestBidiPauseLongerThanPerTry(t *testing.T) {
 	_ = st.CloseSend()
 	if n := execs.Load(); n != 1 {
 		t.Fatalf("the upstream ran the call %d times, want 1", n)
+	}
+}
+
+// The per-try timeout waits for the request's end, the caller's deadline
+// does not: a PUT with Retrycap-Deadline 600 (ms), longer than the per-try
+// timeout (200 ms), whose client sends part of its body and stalls, to an
+// upstream that never answers, is answered the proxy's 504
+// Retrycap-Exhausted: deadline at its deadline, its upstream stream
+// reset; the upstream got it once. (A deadline shorter than the per-try
+// timeout bounds the attempt from its start as before: cut.)
+func TestStalledUploadEndsAtItsDeadline(t *testing.T) {
+	var resets atomic.Int64
+	up, seen := scriptedUpstream(t, nil, func(_ *upPeer, f http2.Frame) {
+		if f.Header().Type == http2.FrameRSTStream {
+			resets.Add(1)
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 3, perTry: 200 * time.Millisecond})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	start := time.Now()
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "PUT", ":scheme", "http", ":path", "/up", ":authority", "web", "retrycap-deadline", "600"), EndHeaders: true})
+	_ = r.fr.WriteData(1, false, []byte("part"))
+	heads, body, rst := r.readStream(1)
+	took := time.Since(start)
+	want := "retrycap-proxy: upstream web (" + up + "): 1 attempt(s), last failed with timeout (no answer before the call's deadline); not retried: deadline\n"
+	if rst != -1 || field(heads[0], ":status") != "504" || field(heads[0], "retrycap-exhausted") != "deadline" || string(body) != want {
+		t.Fatalf("client got %v %q, reset %d; want 504 Retrycap-Exhausted: deadline %q", brief(heads...), body, rst, want)
+	}
+	if took < 600*time.Millisecond {
+		t.Fatalf("answered after %v, before the 600 ms deadline", took)
+	}
+	waitFor(t, "the upstream stream reset", func() bool { return resets.Load() == 1 })
+	if n := seen.Load(); n != 1 {
+		t.Fatalf("the upstream got %d requests, want 1", n)
 	}
 }

@@ -347,8 +347,12 @@ func (s *rstream) next() {
 		// (create_per_try_timeout_on_request_complete_). Timed from
 		// now, a client stream longer than the per-try timeout was the
 		// upstream's timeout: failed, retried, charged to the breaker.
-		// The caller's deadline bounds it all the same (cut).
+		// The caller's deadline bounds it all the same (cut), from now.
 		a.tryLater = true
+		if cs.dl.Set() {
+			a.cut = true
+			s.cc.trackTry(a, max(cs.dl.Left(now), time.Nanosecond))
+		}
 	}
 	s.dispatch(a)
 }
@@ -522,6 +526,7 @@ func (s *rstream) startTry() {
 	if a.closed || a.judged || a.gotHeaders {
 		return
 	}
+	s.cc.untrackTry(a) // the caller's deadline's, if it has one
 	timeout, cut := s.cs.tryTimeout(s.cs.h.cfg.Now())
 	a.cut = cut
 	s.cc.trackTry(a, timeout)
