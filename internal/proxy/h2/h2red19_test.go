@@ -603,3 +603,36 @@ func TestStalledUploadEndsAtItsDeadline(t *testing.T) {
 		t.Fatalf("the upstream got %d requests, want 1", n)
 	}
 }
+
+// While the client still sends, the per-try timeout watches the upstream
+// take the body: an upstream that opens no window for it
+// (SETTINGS_INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE) while the client has
+// sent part of an upload and waits to send more is timed out after the
+// per-try timeout (300 ms), as before the timeout waited for the request's
+// end: 504, one attempt, the upstream stream reset.
+func TestUpstreamNotReadingUploadTimedOut(t *testing.T) {
+	var resets atomic.Int64
+	up, seen := scriptedUpstream(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}, func(_ *upPeer, f http2.Frame) {
+		if f.Header().Type == http2.FrameRSTStream {
+			resets.Add(1)
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1, perTry: 300 * time.Millisecond})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	start := time.Now()
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "PUT", ":scheme", "http", ":path", "/up", ":authority", "web"), EndHeaders: true})
+	_ = r.fr.WriteData(1, false, []byte("part"))
+	heads, body, rst := r.readStream(1)
+	took := time.Since(start)
+	want := "retrycap-proxy: upstream web (" + up + "): 1 attempt(s), last failed with timeout (no answer within the per-try timeout 300ms)\n"
+	if rst != -1 || field(heads[0], ":status") != "504" || string(body) != want {
+		t.Fatalf("client got %v %q, reset %d; want 504 %q", brief(heads...), body, rst, want)
+	}
+	if took < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before the per-try timeout", took)
+	}
+	waitFor(t, "the upstream stream reset", func() bool { return resets.Load() == 1 })
+	if n := seen.Load(); n != 1 {
+		t.Fatalf("the upstream got %d requests, want 1", n)
+	}
+}

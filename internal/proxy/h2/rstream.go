@@ -135,8 +135,11 @@ type attemptState struct {
 	tprev, tnext *ratt
 	inTries      bool
 	// tryLater: its per-try timeout starts when the client's request
-	// ends (startTry), not when it starts.
+	// ends (startTry), not when it starts; until then it times out only
+	// an upstream that took none of the body it was offered for a
+	// period (perTryTimeout), armSent the body sent at the last look.
 	tryLater bool
+	armSent  int64
 	due      time.Duration
 	t0       time.Time
 	resends  int
@@ -338,22 +341,15 @@ func (s *rstream) next() {
 	}
 	timeout, cut := cs.tryTimeout(now)
 	a.cut = cut
-	if s.reqEnd || cut {
-		s.cc.trackTry(a, timeout)
-	} else {
-		// The client is still sending (a client stream, a bidi call,
-		// an upload): the upstream's time to answer starts when the
-		// request is whole, as Envoy starts its per_try_timeout
-		// (create_per_try_timeout_on_request_complete_). Timed from
-		// now, a client stream longer than the per-try timeout was the
-		// upstream's timeout: failed, retried, charged to the breaker.
-		// The caller's deadline bounds it all the same (cut), from now.
-		a.tryLater = true
-		if cs.dl.Set() {
-			a.cut = true
-			s.cc.trackTry(a, max(cs.dl.Left(now), time.Nanosecond))
-		}
-	}
+	// While the client is still sending (a client stream, a bidi call,
+	// an upload) the upstream's time to answer has not begun: the
+	// per-try timeout counts from the request's end (startTry), as Envoy
+	// starts its per_try_timeout (create_per_try_timeout_on_request_complete_).
+	// Until then its timer only watches the upstream take the body
+	// (perTryTimeout). The caller's deadline bounds the attempt from now
+	// all the same (cut).
+	a.tryLater, a.armSent = !s.reqEnd && !cut, 0
+	s.cc.trackTry(a, timeout)
 	s.dispatch(a)
 }
 
@@ -523,10 +519,10 @@ func (s *rstream) startTry() {
 		return
 	}
 	a.tryLater = false
-	if a.closed || a.judged || a.gotHeaders {
+	if a.closed || a.judged || a.gotHeaders || !a.inTries {
 		return
 	}
-	s.cc.untrackTry(a) // the caller's deadline's, if it has one
+	s.cc.untrackTry(a)
 	timeout, cut := s.cs.tryTimeout(s.cs.h.cfg.Now())
 	a.cut = cut
 	s.cc.trackTry(a, timeout)
@@ -559,7 +555,20 @@ func (s *rstream) credit(n int64) {
 // perTryTimeout ends an attempt without its response headers; the
 // connection's mu held (onTries).
 func (a *ratt) perTryTimeout() {
-	if a.closed || a.judged || a.gotHeaders || a.s.done {
+	s := a.s
+	if a.closed || a.judged || a.gotHeaders || s.done {
+		return
+	}
+	if a.tryLater && (a.sent != a.armSent || a.sent >= s.received()) {
+		// The request is still coming and the upstream is not holding
+		// it up: it took body since the last look, or all there is (the
+		// relay waits for the client, whose pauses are not the
+		// upstream's time). Another period; an upstream that stops
+		// reading while the client has more to send is timed out.
+		a.armSent = a.sent
+		timeout, cut := s.cs.tryTimeout(s.cs.h.cfg.Now())
+		a.cut, a.tryLater = cut, !cut
+		s.cc.trackTry(a, timeout)
 		return
 	}
 	a.timedOut = true
