@@ -495,7 +495,8 @@ func TestUpstreamConnectionsBounded(t *testing.T) {
 	b.srv.RegisterService(&echoDesc, b)
 	go func() { _ = b.srv.Serve(ln) }()
 	t.Cleanup(b.srv.Stop)
-	h, _ := newHandler(t, proxyOpts{name: "mc", addr: b.addr, attempts: 3, maxUpConns: 4})
+	h, _ := newHandler(t, proxyOpts{name: "mc", addr: b.addr, attempts: 3})
+	h.cfg.MaxUpstreamConns = 4 // before any connection: read by the pool only
 	theFront.route(t, "mc", h, b.addr)
 	cc := dialName(t, "mc")
 	ctx := ctxT(t)

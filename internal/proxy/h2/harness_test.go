@@ -172,8 +172,6 @@ type proxyOpts struct {
 	requestTimeout, writeTimeout time.Duration
 	// now: Config.Now (nil: the clock).
 	now func() int64
-	// maxUpConns: Config.MaxUpstreamConns (0: the default).
-	maxUpConns int
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -203,21 +201,20 @@ func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 			}
 			return nil
 		},
-		ChainCap:         o.chainCap,
-		PerTryTimeout:    o.perTry,
-		Policy:           policy.Policy{RetryOn: ro, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Jitter: true},
-		RetryMethods:     []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"},
-		MaxReplayBytes:   o.replay,
-		Registerer:       reg,
-		AccessLog:        o.accessLog,
-		Entrypoint:       o.entrypoint,
-		PingInterval:     o.pingInterval,
-		PingTimeout:      o.pingTimeout,
-		IdleTimeout:      o.idle,
-		RequestTimeout:   o.requestTimeout,
-		WriteTimeout:     o.writeTimeout,
-		Now:              o.now,
-		MaxUpstreamConns: o.maxUpConns,
+		ChainCap:       o.chainCap,
+		PerTryTimeout:  o.perTry,
+		Policy:         policy.Policy{RetryOn: ro, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Jitter: true},
+		RetryMethods:   []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"},
+		MaxReplayBytes: o.replay,
+		Registerer:     reg,
+		AccessLog:      o.accessLog,
+		Entrypoint:     o.entrypoint,
+		PingInterval:   o.pingInterval,
+		PingTimeout:    o.pingTimeout,
+		IdleTimeout:    o.idle,
+		RequestTimeout: o.requestTimeout,
+		WriteTimeout:   o.writeTimeout,
+		Now:            o.now,
 	})
 	if err != nil {
 		t.Fatal(err)
