@@ -522,8 +522,15 @@ func (s *rstream) startTry() {
 	if a.closed || a.judged || a.gotHeaders || !a.inTries {
 		return
 	}
+	now := s.cs.h.cfg.Now()
+	if now-s.cs.attemptStart < int64(time.Millisecond) {
+		// A request whole within a millisecond of its attempt's start (a
+		// unary call's HEADERS and DATA): the timer armed at the start
+		// stands, no list move per call.
+		return
+	}
 	s.cc.untrackTry(a)
-	timeout, cut := s.cs.tryTimeout(s.cs.h.cfg.Now())
+	timeout, cut := s.cs.tryTimeout(now)
 	a.cut = cut
 	s.cc.trackTry(a, timeout)
 }
