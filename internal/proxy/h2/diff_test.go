@@ -287,7 +287,7 @@ func TestDifferentialAgainstXNet(t *testing.T) {
 // relay must not panic, must end a connection x/net ends with a protocol
 // error (with a GOAWAY of the same code, or by closing it), and must
 // forget the connection once the client has gone (nothing of it left in
-// the Handler). The seeds are diffCases' and diffCases4's sequences; go test runs them,
+// the Handler). The seeds are diffCases', diffCases4's and diffCases19's sequences; go test runs them,
 // `go test -fuzz FuzzRelayFrames ./internal/proxy/h2/` explores.
 //
 // Each input ends deterministically, in milliseconds rather than a read
@@ -302,6 +302,9 @@ func FuzzRelayFrames(f *testing.F) {
 		}
 	}
 	for _, tc := range diffCases4 {
+		f.Add(seqBytes(tc.seq))
+	}
+	for _, tc := range diffCases19 {
 		f.Add(seqBytes(tc.seq))
 	}
 	up := xnetServer(f)

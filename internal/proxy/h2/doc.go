@@ -47,9 +47,10 @@
 // per connection. Per
 // client connection one reader goroutine, its streams state machines in a
 // map under the connection's mutex (no goroutine per stream); per
-// upstream address a pool of h2c connections (prior knowledge, SETTINGS
-// read before the first stream), each with one reader goroutine handing
-// frames to the attempts they belong to; client stream ids map to
+// upstream address a pool of at most Config.MaxUpstreamConns h2c
+// connections (prior knowledge, SETTINGS read before the first stream),
+// each with one reader goroutine handing frames to the attempts they
+// belong to; client stream ids map to
 // upstream ids per attempt. Every connection's writes are batched; the
 // goroutine that produced them makes one non-blocking write(2) of the
 // batch when the connection's writer is idle (or leaves it to such a
@@ -58,7 +59,8 @@
 // own writer goroutine, with a write timeout, waits on its socket for the
 // rest: a client that stops reading blocks nobody else. The timers every
 // call would touch are one per connection: a client connection's per-try
-// timeouts (its attempts in start order),
+// timeouts (its attempts in due order; each counted from the end of its
+// request, as Envoy's per_try_timeout),
 // its keepalive PING and idle close, an upstream connection's idle close;
 // backoff, re-send and grpc-timeout are time.AfterFunc. A client that
 // resets a stream (or goes) with an attempt under way has it judged as
@@ -73,7 +75,9 @@
 // As an intermediary it honours SETTINGS both ways (MAX_CONCURRENT_STREAMS,
 // INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,
 // HEADER_TABLE_SIZE; a value RFC 9113 6.5.2 or RFC 9218 2.1 forbids is
-// a connection error, GOAWAY), credits WINDOW_UPDATEs as the other side consumes,
+// a connection error, GOAWAY; a request over an upstream's
+// MAX_HEADER_LIST_SIZE is the request's fault, answered 431 or INTERNAL
+// without an attempt), credits WINDOW_UPDATEs as the other side consumes,
 // answers PING (and pings a client quiet for Config.PingInterval, as
 // net/http's server), passes RST_STREAM both ways, sends GOAWAY on
 // shutdown and on protocol errors (the reason in the debug data), ignores

@@ -72,6 +72,10 @@ type Config struct {
 	Logger *log.Logger
 	// MaxConcurrentStreams advertised to clients; 0: 1000.
 	MaxConcurrentStreams uint32
+	// MaxUpstreamConns bounds the connections to one upstream address;
+	// 0: 1024 (Envoy's default max_connections per cluster). Past it,
+	// attempts wait for a stream slot on the ones open (rpool.acquire).
+	MaxUpstreamConns int
 	// IdleTimeout closes (GOAWAY) a client connection idle that long; 0: 5m.
 	IdleTimeout time.Duration
 	// PingInterval: a client connection nothing was read from for that
@@ -159,6 +163,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxConcurrentStreams == 0 {
 		cfg.MaxConcurrentStreams = 1000
+	}
+	if cfg.MaxUpstreamConns <= 0 {
+		cfg.MaxUpstreamConns = 1024
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 5 * time.Minute

@@ -686,8 +686,9 @@ func TestAnswerOverClientHeaderListLimit(t *testing.T) {
 // longer than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE (1,000) are
 // not written to it, as x/net's Transport refuses them
 // (errRequestHeaderListSize), and as the relay already refused such
-// request headers: the attempt fails, its upstream stream reset; with one
-// attempt the client gets the proxy's 502. Before, the trailers were
+// request headers: the call ends, its upstream stream reset, the client
+// gets the proxy's 431 naming both sizes (a 502 until h2red19, which made
+// it the request's fault, not the upstream's). Before, the trailers were
 // written whatever their size.
 func TestRequestTrailersOverUpstreamHeaderListLimit(t *testing.T) {
 	var biggest, resets atomic.Int64
@@ -706,9 +707,12 @@ func TestRequestTrailersOverUpstreamHeaderListLimit(t *testing.T) {
 	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(post("trailer", "x-big")...), EndHeaders: true})
 	_ = r.fr.WriteData(1, false, []byte("abc"))
 	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block("x-big", strings.Repeat("t", 2000)), EndHeaders: true, EndStream: true})
-	heads, _, rst := r.readStream(1)
-	if rst != -1 || field(heads[0], ":status") != "502" {
-		t.Fatalf("client got %v, reset %d; want the proxy's 502", brief(heads...), rst)
+	heads, body, rst := r.readStream(1)
+	// The request, not the upstream, is at fault: 431, not retried, the
+	// breaker not charged (TestOverUpstreamHeaderListNotAFailure).
+	const want = "retrycap-proxy: upstream web: request trailers of 2037 bytes, over the upstream's SETTINGS_MAX_HEADER_LIST_SIZE of 1000\n"
+	if rst != -1 || field(heads[0], ":status") != "431" || string(body) != want {
+		t.Fatalf("client got %v %q, reset %d; want the proxy's 431 %q", brief(heads...), body, rst, want)
 	}
 	waitFor(t, "the upstream stream reset", func() bool { return resets.Load() == 1 })
 	if n := biggest.Load(); n > 1000 {

@@ -50,7 +50,12 @@ func (p *rpool) acquire(a *ratt) *upconn {
 	}
 	a.to(attQueued)
 	p.waiters = append(p.waiters, waiter{a, a.s.gen})
-	if !p.dialing && !p.refusing() {
+	// Past Config.MaxUpstreamConns no connection is dialled: the waiters
+	// take the slots the open ones free (upconn.close kicks the pool when
+	// a full one gets one). An upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+	// is per connection: without a bound, clients' streams over it became
+	// connections without end (1 advertised, 300 calls: 157 connections).
+	if !p.dialing && !p.refusing() && len(p.conns) < p.h.cfg.MaxUpstreamConns {
 		p.dialing = true
 		go p.dial()
 	}

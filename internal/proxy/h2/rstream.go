@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -133,9 +134,15 @@ type attemptState struct {
 	// under way, in start order (cconn.tries), due at due (since cc.born).
 	tprev, tnext *ratt
 	inTries      bool
-	due          time.Duration
-	t0           time.Time
-	resends      int
+	// tryLater: its per-try timeout starts when the client's request
+	// ends (startTry), not when it starts; until then it times out only
+	// an upstream that took none of the body it was offered for a
+	// period (perTryTimeout), armSent the body sent at the last look.
+	tryLater bool
+	armSent  int64
+	due      time.Duration
+	t0       time.Time
+	resends  int
 	// refused: the upstream provably never processed it (unprocessed), and
 	// the body it would go again with overflowed the replay buffer: its
 	// client is told so (refuse), not answered 502.
@@ -334,6 +341,14 @@ func (s *rstream) next() {
 	}
 	timeout, cut := cs.tryTimeout(now)
 	a.cut = cut
+	// While the client is still sending (a client stream, a bidi call,
+	// an upload) the upstream's time to answer has not begun: the
+	// per-try timeout counts from the request's end (startTry), as Envoy
+	// starts its per_try_timeout (create_per_try_timeout_on_request_complete_).
+	// Until then its timer only watches the upstream take the body
+	// (perTryTimeout). The caller's deadline bounds the attempt from now
+	// all the same (cut).
+	a.tryLater, a.armSent = !s.reqEnd && !cut, 0
 	s.cc.trackTry(a, timeout)
 	s.dispatch(a)
 }
@@ -352,6 +367,11 @@ func (s *rstream) dispatch(a *ratt) {
 		}
 		if errors.Is(err, errNoRoom) {
 			s.pool.waitRoom(a, uc, blockBound(listSize(s.pseudo(a), s.fields, a.extra), 0))
+			return
+		}
+		var le *upListError
+		if errors.As(err, &le) {
+			s.overUpstreamList(a, le)
 			return
 		}
 		if err != nil {
@@ -451,11 +471,12 @@ func (a *ratt) pushBody() {
 			if s.reqTrailers != nil {
 				tr := s.reqTrailers
 				uc.wmu.Lock()
-				if uc.out.maxList != 0 && listSize(tr) > uc.out.maxList {
+				if n := listSize(tr); uc.out.maxList != 0 && n > uc.out.maxList {
 					// As open refuses such headers (x/net's Transport:
 					// errRequestHeaderListSize for either).
+					le := &upListError{what: "trailers", size: n, max: uc.out.maxList}
 					uc.wmu.Unlock()
-					a.fail(errors.New("retrycap-proxy: request trailers larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE"))
+					s.overUpstreamList(a, le)
 					return
 				}
 				a.to(attSent)
@@ -482,10 +503,36 @@ func (s *rstream) onRequestData(data []byte, end bool) {
 	}
 	if end {
 		s.reqEnd = true
+		s.startTry()
 	}
 	if s.att != nil {
 		s.att.pushBody()
 	}
+}
+
+// startTry starts the per-try timeout of the attempt under way that
+// waited for the request's end (next), unless it got its headers or
+// ended meanwhile.
+func (s *rstream) startTry() {
+	a := s.att
+	if a == nil || !a.tryLater {
+		return
+	}
+	a.tryLater = false
+	if a.closed || a.judged || a.gotHeaders || !a.inTries {
+		return
+	}
+	now := s.cs.h.cfg.Now()
+	if now-s.cs.attemptStart < int64(time.Millisecond) {
+		// A request whole within a millisecond of its attempt's start (a
+		// unary call's HEADERS and DATA): the timer armed at the start
+		// stands, no list move per call.
+		return
+	}
+	s.cc.untrackTry(a)
+	timeout, cut := s.cs.tryTimeout(now)
+	a.cut = cut
+	s.cc.trackTry(a, timeout)
 }
 
 // onRequestTrailers takes the request's trailers (the connection's
@@ -493,6 +540,7 @@ func (s *rstream) onRequestData(data []byte, end bool) {
 func (s *rstream) onRequestTrailers(fields []hpack.HeaderField) {
 	s.reqTrailers = append(make([]hpack.HeaderField, 0, len(fields)), fields...)
 	s.reqEnd = true
+	s.startTry()
 	if s.att != nil {
 		s.att.pushBody()
 	}
@@ -514,7 +562,20 @@ func (s *rstream) credit(n int64) {
 // perTryTimeout ends an attempt without its response headers; the
 // connection's mu held (onTries).
 func (a *ratt) perTryTimeout() {
-	if a.closed || a.judged || a.gotHeaders || a.s.done {
+	s := a.s
+	if a.closed || a.judged || a.gotHeaders || s.done {
+		return
+	}
+	if a.tryLater && (a.sent != a.armSent || a.sent >= s.received()) {
+		// The request is still coming and the upstream is not holding
+		// it up: it took body since the last look, or all there is (the
+		// relay waits for the client, whose pauses are not the
+		// upstream's time). Another period; an upstream that stops
+		// reading while the client has more to send is timed out.
+		a.armSent = a.sent
+		timeout, cut := s.cs.tryTimeout(s.cs.h.cfg.Now())
+		a.cut, a.tryLater = cut, !cut
+		s.cc.trackTry(a, timeout)
 		return
 	}
 	a.timedOut = true
@@ -1178,6 +1239,33 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 	s.att = a
 	s.relay(a, reason)
 	a.pushBody()
+}
+
+// overUpstreamList ends the call at attempt a, whose request header list
+// (or trailers) the upstream's SETTINGS_MAX_HEADER_LIST_SIZE says it will
+// not take: x/net's Transport returns errRequestHeaderListSize to its
+// caller, grpc-go's client fails such a call INTERNAL itself. The request
+// is at fault, not the upstream, and every attempt would end the same:
+// not retried, the breaker not charged (a half-open probe's place given
+// back, as for a client's own cancellation), nothing taken from the retry
+// budget; the client gets 431 (gRPC: INTERNAL) naming both sizes, a stream
+// opened for the trailers' request reset upstream (release). Before, it was
+// an upstream failure ("reset"): retried, and two such requests of one
+// client opened the breaker for every caller of a healthy upstream.
+func (s *rstream) overUpstreamList(a *ratt, le *upListError) {
+	a.judged = true
+	a.release()
+	s.att = nil
+	cs := s.cs
+	if br := cs.up.Breaker; br != nil && cs.known {
+		br.Cancel(s.probe)
+	}
+	msg := "retrycap-proxy: upstream " + cs.up.Name + ": " + le.Error()
+	if cs.grpc {
+		s.answer(cs.grpcText(policy.ReasonNone, msg, codeInternal))
+		return
+	}
+	s.answer(cs.ownText(policy.ReasonNone, msg, http.StatusRequestHeaderFieldsTooLarge))
 }
 
 // refuse ends the client's stream with REFUSED_STREAM: the upstream

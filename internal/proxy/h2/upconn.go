@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -467,6 +468,20 @@ func (uc *upconn) lost(err error) {
 	uc.pool.kick() // attempts that waited for room on it go elsewhere
 }
 
+// upListError is a request's header list (or trailers) larger than the
+// upstream's SETTINGS_MAX_HEADER_LIST_SIZE: the request, not the
+// upstream, is at fault, and it would be so on every connection and
+// attempt (rstream.overUpstreamList).
+type upListError struct {
+	what      string // "header list" or "trailers"
+	size, max uint32
+}
+
+func (e *upListError) Error() string {
+	return "request " + e.what + " of " + strconv.FormatUint(uint64(e.size), 10) +
+		" bytes, over the upstream's SETTINGS_MAX_HEADER_LIST_SIZE of " + strconv.FormatUint(uint64(e.max), 10)
+}
+
 // open registers a's stream under a new id and writes its HEADERS (the
 // slot was reserved); false if the connection closed or went away
 // (GOAWAY) meanwhile.
@@ -476,7 +491,7 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 	size := listSize(pseudo, fields, extra)
 	if uc.out.maxList != 0 && size > uc.out.maxList {
 		uc.unreserveLocked()
-		return true, errors.New("retrycap-proxy: request header list larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE")
+		return true, &upListError{what: "header list", size: size, max: uc.out.maxList}
 	}
 	if !uc.cw.headRoom(blockBound(size, uc.out.maxFrame)) {
 		// A slow upstream's socket holds earlier blocks: this one would
