@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Kuma (kumahq/kuma): a caller is in Kuma when its pod template, else its namespace, has
-// kuma.io/sidecar-injection "enabled" (label or annotation; "disabled" on the pod opts out). Its
-// outbound retries are MeshRetry objects (kuma.io/v1alpha1) of its mesh (label kuma.io/mesh,
-// "default" when absent): spec.to[].default.http.numRetries and .grpc.numRetries, retries (tries
-// = n + 1), for a to[].targetRef of kind Mesh or the callee's MeshService (by name and
+// Kuma (kumahq/kuma): a caller is in Kuma when Kuma's injector adds its sidecar to the pods of
+// its pod template (KumaWillInject: the label kuma.io/sidecar-injection, the pod's over its
+// Namespace's; kumainject.go). Its outbound retries are MeshRetry objects (kuma.io/v1alpha1)
+// of its mesh (label kuma.io/mesh of the pod, else of the Namespace, "default" when absent):
+// spec.to[].default.http.numRetries and .grpc.numRetries, retries (tries = n + 1), for a to[].targetRef of kind Mesh or the callee's MeshService (by name and
 // namespace, or the legacy "name_namespace_svc_port" form). The largest applies: Kuma merges the
 // matching policies, more specific over less, and the largest is an upper bound of any merge. The
 // top-level targetRef (which callers) is not narrowed: an upper bound too, said in the docs.
@@ -114,28 +114,27 @@ func (s *Set) addKuma(key string, h header, decode func(any) error) error {
 	return nil
 }
 
-// kumaMeshOf is the caller's Kuma mesh, and whether it is in Kuma at all.
-func (s *Set) kumaMeshOf(c Caller) (string, bool) {
-	ns := s.namespaces[c.Namespace]
-	in := false
-	for _, m := range []map[string]string{ns.Labels, ns.Annotations, c.Labels, c.Annotations} {
-		switch m[KumaSidecarInjection] {
-		case "enabled", "true":
-			in = true
-		case "disabled", "false":
-			in = false
+// kumaMeshOf is the caller's Kuma mesh, and whether it is in Kuma at all (KumaWillInject); err
+// when Kuma's injector refuses its pods. A Namespace not in the Set (retrycap analyze over a
+// workload's manifests alone) is taken as labelled so that the pod's own label reaches Kuma's
+// injector: a pod labelled "enabled", "true" or "yes" is counted in Kuma (an upper bound: Kuma
+// injects it only where its Namespace has the label), one without the label is not.
+func (s *Set) kumaMeshOf(c Caller) (string, bool, error) {
+	nsLabels := s.namespaces[c.Namespace].Labels
+	if _, known := s.namespaces[c.Namespace]; !known {
+		nsLabels = nil
+		if _, ok := c.Labels[KumaSidecarInjection]; ok {
+			nsLabels = map[string]string{KumaSidecarInjection: "enabled"}
 		}
 	}
-	if !in {
-		return "", false
+	why, err := KumaWillInject(c.Namespace, c.Labels, nsLabels)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", c.Name, err)
 	}
-	mesh := KumaDefaultMesh
-	for _, m := range []map[string]string{ns.Labels, ns.Annotations, c.Labels, c.Annotations} {
-		if v := m[KumaMeshLabel]; v != "" {
-			mesh = v
-		}
+	if why == "" {
+		return "", false, nil
 	}
-	return mesh, true
+	return KumaMeshOf(c.Labels, nsLabels), true, nil
 }
 
 // InKuma reports whether the caller runs a Kuma sidecar.
@@ -143,7 +142,7 @@ func (s *Set) InKuma(c Caller) bool {
 	if s == nil {
 		return false
 	}
-	_, ok := s.kumaMeshOf(c)
+	_, ok, _ := s.kumaMeshOf(c)
 	return ok
 }
 
@@ -204,7 +203,10 @@ func kumaRole(r *meshRetry) int {
 // lower or higher. An item whose top-level targetRef is not Mesh may not select the caller:
 // counted where it would decide (an upper bound).
 func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
-	mesh, ok := s.kumaMeshOf(c)
+	mesh, ok, err := s.kumaMeshOf(c)
+	if err != nil {
+		e.Warnings = append(e.Warnings, WarnKumaRefuses(err))
+	}
 	if !ok {
 		return
 	}

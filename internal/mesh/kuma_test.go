@@ -52,9 +52,23 @@ func TestKumaEdge(t *testing.T) {
 		{name: "another mesh's MeshRetry: its own mesh's default", docs: []string{nsKuma, kumaMeshDefault, meshRetryDoc("r", "other", "{kind: Mesh}", "{http: {numRetries: 9}}")},
 			caller: caller("kuma-demo"), callee: "redis",
 			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
-		{name: "pod opts out", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo", "kuma.io/sidecar-injection", "disabled"), callee: "redis"},
-		{name: "pod opts in", docs: []string{nsPlain, kumaMeshDefault}, caller: caller("plain", "kuma.io/sidecar-injection", "enabled"), callee: "redis",
+		{name: "pod label opts out", docs: []string{nsKuma, kumaMeshDefault}, caller: labelled(caller("kuma-demo"), "kuma.io/sidecar-injection", "disabled"), callee: "redis"},
+		// kuma19: Kuma reads no kuma.io/sidecar-injection annotation since 2.2.0 (kumahq/kuma
+		// ac1dbfbd73; precheck.go needToInject reads labels): the pod is injected. Before, no
+		// layer (a false green: 6 tries not counted).
+		{name: "pod annotation disabled: not read", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo", "kuma.io/sidecar-injection", "disabled"), callee: "redis",
 			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		// Before, 6 (a false red): an annotation enables nothing, and Kuma's pods webhook needs
+		// the Namespace to carry the label at all.
+		{name: "pod annotation enabled: not read", docs: []string{nsPlain, kumaMeshDefault}, caller: caller("plain", "kuma.io/sidecar-injection", "enabled"), callee: "redis"},
+		{name: "pod label enabled, namespace without the label", docs: []string{nsPlain, kumaMeshDefault}, caller: labelled(caller("plain"), "kuma.io/sidecar-injection", "enabled"), callee: "redis"},
+		{name: "pod label enabled, namespace disabled", docs: []string{"\napiVersion: v1\nkind: Namespace\nmetadata: {name: plain, labels: {kuma.io/sidecar-injection: disabled}}", kumaMeshDefault},
+			caller: labelled(caller("plain"), "kuma.io/sidecar-injection", "enabled"), callee: "redis",
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		// The Namespace not in the input: the pod's label decides (an upper bound).
+		{name: "pod label true, namespace not in the input", docs: []string{kumaMeshDefault}, caller: labelled(caller("elsewhere"), "kuma.io/sidecar-injection", "true"), callee: "redis.kuma-demo",
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		{name: "no label, namespace not in the input", docs: []string{kumaMeshDefault}, caller: caller("elsewhere"), callee: "redis.kuma-demo"},
 		{name: "external host", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo"), callee: "api.example.com"},
 	}
 	for _, c := range cases {
