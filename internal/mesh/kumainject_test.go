@@ -151,3 +151,14 @@ func TestKumaMeshOf(t *testing.T) {
 		}
 	}
 }
+
+// A pod label Kuma cannot parse: Kuma's injector refuses the pod; the edge has no Kuma layer
+// and says why, naming the workload, the label and the value.
+func TestKumaRefusedWarned(t *testing.T) {
+	s := set(t, Options{}, nsKuma+"\n---\n"+kumaMeshDefault)
+	e := s.Edge(labelled(caller("kuma-demo"), KumaSidecarInjection, "Enabled"), "redis")
+	want := `Deployment kuma-demo/productpage: label kuma.io/sidecar-injection is "Enabled": Kuma's injector refuses the pod (annotation "kuma.io/sidecar-injection" has wrong value "Enabled"; it takes enabled, disabled, true, false, yes or no): no Kuma layer counted`
+	if len(e.Layers) != 0 || strings.Join(e.Warnings, "|") != want {
+		t.Fatalf("layers %v, warnings %q\nwant none, %q", e.Layers, e.Warnings, want)
+	}
+}
