@@ -160,6 +160,9 @@ type kumaEntry struct {
 	// meshAssumed: the assumed default MeshRetry's Mesh is not in the input either (the
 	// control plane's default mesh, Options.KumaDefaultMesh).
 	meshAssumed bool
+	// via: the to[].targetRef is an object retrycap does not read ("MeshHTTPRoute name"): it
+	// may cover the callee.
+	via string
 }
 
 // kumaRole is the policy role Kuma gives r (pkg/core/resources/labels/compute.go
@@ -236,6 +239,22 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 			top = 2
 		}
 		for i, t := range r.Spec.To {
+			// A MeshHTTPRoute (its routes' requests: the route's conf merged over the service's,
+			// meshretry/plugin/v1alpha1/plugin.go applyToRealResource) or a MeshMultiZoneService
+			// (the MeshServices its selector takes): retrycap reads neither object, so the item may
+			// cover the callee: counted where it would decide (an upper bound), in Kuma's to[]
+			// order (api/common/v1alpha1/targetref.go: MeshMultiZoneService 7, MeshHTTPRoute 9).
+			// Before (kuma19), dropped without a word: a route's numRetries 6 over the service's 2
+			// was 3 tries where Kuma makes 7.
+			if to, ok := map[string]int{"MeshMultiZoneService": 7, "MeshHTTPRoute": 9}[t.TargetRef.Kind]; ok {
+				name := t.TargetRef.Name
+				if name == "" {
+					name = t.TargetRef.Labels[KumaDisplayName]
+				}
+				entries = append(entries, kumaEntry{r: r, i: i, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
+					http: t.Default.HTTP, grpc: t.Default.GRPC, via: t.TargetRef.Kind + " " + name})
+				continue
+			}
 			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
 				continue
 			}
@@ -357,8 +376,12 @@ func kumaLayer(x kumaEntry, proto string, found, defaultFound bool) Layer {
 			Note: fmt.Sprintf("Kuma default MeshRetry %s (%d retries), assumed: %s and %s", x.name, KumaDefaultNumRetries, meshWhy, why)}
 	}
 	n := *map[string]*kumaRetryConf{"http": x.http, "grpc": x.grpc}[proto].NumRetries
+	note := fmt.Sprintf("Kuma %s numRetries %d", x.r.id(), n)
+	if x.via != "" {
+		note += fmt.Sprintf(" for %s, which retrycap does not read: counted as if it covers this call, an upper bound", x.via)
+	}
 	return Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),
-		Tries: n + 1, Note: fmt.Sprintf("Kuma %s numRetries %d", x.r.id(), n)}
+		Tries: n + 1, Note: note}
 }
 
 // Kuma's MeshService labels (kumahq/kuma api/mesh/v1alpha1/dataplane_helpers.go: DisplayName,

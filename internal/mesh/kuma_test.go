@@ -205,3 +205,47 @@ func TestKumaDefaultMeshAssumed(t *testing.T) {
 		})
 	}
 }
+
+// kuma19: a MeshRetry to[] item whose targetRef is a MeshHTTPRoute (or a MeshMultiZoneService),
+// which Kuma's validator takes (meshretry/api/v1alpha1/validator.go validateTo) and applies to
+// the route's requests over the service's conf (meshretry/plugin/v1alpha1/plugin.go
+// applyToRealResource). The MeshRetry is a Kubernetes model of kumahq/kuma 348b6528
+// test/e2e_env/universal/envoyconfig/testdata/sidecars/meshretry/outbound-route.input.yaml
+// (hand-written, not copied: its two to[] items and their numRetries): the service's 2 retries,
+// the route's 6. Before, the route's item was dropped without a word: 3 tries where Kuma makes 7
+// on the route's requests.
+func TestKumaRouteItemCounted(t *testing.T) {
+	const mr = `
+apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: mr-1, namespace: kuma-demo}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: redis}}
+    default: {http: {numRetries: 2, retryOn: [5xx]}}
+  - targetRef: {kind: MeshHTTPRoute, labels: {kuma.io/display-name: test-route}}
+    default: {http: {numRetries: 6, retryOn: [5xx]}}
+  - targetRef: {kind: MeshMultiZoneService, labels: {kuma.io/display-name: redis-mz}}
+    default: {http: {numRetries: 4}}`
+	for _, c := range []struct {
+		name, doc, want string
+	}{
+		{"route", mr, "Kuma 7 (Kuma MeshRetry kuma-demo/mr-1 numRetries 6 for MeshHTTPRoute test-route, which retrycap does not read: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[1].default.http.numRetries"},
+		{"multi-zone service", strings.Replace(mr, "numRetries: 6", "numRetries: 1", 1),
+			"Kuma 5 (Kuma MeshRetry kuma-demo/mr-1 numRetries 4 for MeshMultiZoneService redis-mz, which retrycap does not read: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[2].default.http.numRetries"},
+		// Below the service's, the route's item decides nothing larger: the service's 2 retries.
+		{"route lower", strings.Replace(strings.Replace(mr, "numRetries: 6", "numRetries: 1", 1), "numRetries: 4", "numRetries: 0", 1),
+			"Kuma 3 (Kuma MeshRetry kuma-demo/mr-1 numRetries 2) at MeshRetry kuma-demo/mr-1 spec.to[0].default.http.numRetries"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := set(t, Options{}, nsKuma+"\n---\n"+c.doc)
+			var got []string
+			for _, l := range s.Edge(caller("kuma-demo"), "redis").Layers {
+				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
+			}
+			if strings.Join(got, "; ") != c.want {
+				t.Fatalf("layers %q\nwant %q", strings.Join(got, "; "), c.want)
+			}
+		})
+	}
+}
