@@ -718,9 +718,15 @@ func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 	if !hasLimit {
 		return c, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(limit), 10, 64)
-	if err != nil || n < 0 {
+	// As Linkerd's u16 parse (Rust's: an optional '+', digits, no space): a value it cannot
+	// parse makes it drop every retry annotation of the object (kuma19; before, " 3" was
+	// trimmed and counted, "70000" counted as 70001 tries).
+	n, err := strconv.ParseInt(strings.TrimPrefix(limit, "+"), 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(limit, "+-") || strings.HasPrefix(limit, "++") {
 		return c, fmt.Errorf("%s %s: %q %w", id, annotationPath(LinkerdRetryLimit), limit, errLimit)
+	}
+	if n > 65535 {
+		return c, fmt.Errorf("%s %s: %q is over 65535, the largest limit Linkerd's policy controller reads (a u16): it drops every retry annotation of the object", id, annotationPath(LinkerdRetryLimit), limit)
 	}
 	if n == 0 && !c.set {
 		return c, nil // nothing else: no retry policy at all
