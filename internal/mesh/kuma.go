@@ -234,6 +234,15 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 		}
 		found = true
 		defaultFound = defaultFound || r.Metadata.Name == KumaDefaultRetryPrefix+mesh
+		// A consumer or workload-owner policy selects only the proxies of its own namespace
+		// (kumahq/kuma 348b6528 pkg/plugins/policies/core/matchers/dataplane.go
+		// dppSelectedByNamespace); system and producer policies every namespace's. Before
+		// (kuma19), a consumer MeshRetry of team-a with numRetries 0 decided team-b's callers
+		// too: 1 try where Kuma makes 6 under the mesh's default.
+		role := kumaRole(r)
+		if role >= 3 && r.Metadata.Namespace != c.Namespace {
+			continue
+		}
 		top := 1
 		if r.Spec.TargetRef != nil && r.Spec.TargetRef.Kind != "" && r.Spec.TargetRef.Kind != "Mesh" {
 			top = 2
@@ -251,7 +260,7 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 				if name == "" {
 					name = t.TargetRef.Labels[KumaDisplayName]
 				}
-				entries = append(entries, kumaEntry{r: r, i: i, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
+				entries = append(entries, kumaEntry{r: r, i: i, top: top, role: role, to: to, name: r.Metadata.Name,
 					http: t.Default.HTTP, grpc: t.Default.GRPC, via: t.TargetRef.Kind + " " + name})
 				continue
 			}
@@ -275,7 +284,7 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 					}
 				}
 			}
-			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
+			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: role, to: to, name: r.Metadata.Name,
 				http: t.Default.HTTP, grpc: t.Default.GRPC})
 		}
 	}

@@ -249,3 +249,43 @@ spec:
 		})
 	}
 }
+
+// kuma19: a consumer MeshRetry (in an application namespace, naming another namespace's
+// MeshService) selects only the proxies of its own namespace (kumahq/kuma 348b6528
+// pkg/plugins/policies/core/matchers/dataplane.go dppSelectedByNamespace); a producer one (in
+// the callee's namespace) and a system one (kuma-system) every caller. Before, team-a's
+// numRetries 0 decided team-b's caller too: 1 try where Kuma makes 6.
+func TestKumaConsumerPolicyOwnNamespace(t *testing.T) {
+	const consumer = `
+apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: no-retry, namespace: team-a}
+spec:
+  to:
+  - targetRef: {kind: MeshService, name: redis, namespace: kuma-demo}
+    default: {http: {numRetries: 0}}`
+	ns := func(name string) string {
+		return "\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + ", labels: {kuma.io/sidecar-injection: enabled}}"
+	}
+	const dflt = "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry mesh-retry-all-default is (Kuma creates it beside the others)) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"
+	for _, c := range []struct {
+		name, caller, doc, want string
+	}{
+		{"consumer, caller elsewhere", "team-b", consumer, dflt},
+		{"consumer, caller in its namespace", "team-a", consumer, "Kuma 1 (Kuma MeshRetry team-a/no-retry numRetries 0) at MeshRetry team-a/no-retry spec.to[0].default.http.numRetries"},
+		{"producer, any caller", "team-b", strings.Replace(strings.Replace(consumer, "name: redis, namespace: kuma-demo", "name: redis", 1), "team-a", "kuma-demo", 1),
+			"Kuma 1 (Kuma MeshRetry kuma-demo/no-retry numRetries 0) at MeshRetry kuma-demo/no-retry spec.to[0].default.http.numRetries"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			redis := "\napiVersion: v1\nkind: Service\nmetadata: {name: redis, namespace: kuma-demo}\nspec: {ports: [{port: 6379, appProtocol: http}]}"
+			s := set(t, Options{}, strings.Join([]string{nsKuma, ns("team-a"), ns("team-b"), kumaMeshDefault, redis, c.doc}, "\n---\n"))
+			var got []string
+			for _, l := range s.Edge(caller(c.caller), "redis.kuma-demo").Layers {
+				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
+			}
+			if strings.Join(got, "; ") != c.want {
+				t.Fatalf("layers %q\nwant %q", strings.Join(got, "; "), c.want)
+			}
+		})
+	}
+}
