@@ -127,6 +127,10 @@ func (s *Set) kumaMeshOf(c Caller) (string, bool, error) {
 			nsLabels = map[string]string{KumaSidecarInjection: "enabled"}
 		}
 	}
+	if _, injected := c.Annotations[KumaSidecarInjected]; injected {
+		// Already injected (a Pod as the API server stores it): meshed whatever its labels say.
+		return KumaMeshOf(c.Labels, nsLabels), true, nil
+	}
 	why, err := KumaWillInject(c.Namespace, c.Labels, nsLabels)
 	if err != nil {
 		return "", false, fmt.Errorf("%s: %w", c.Name, err)

@@ -27,6 +27,10 @@ import "fmt"
 // Namespace's (pkg/plugins/runtime/k8s/util/util.go MeshOfByLabel), labels only too.
 const (
 	KumaZoneProxyTypeLabel = "k8s.kuma.io/zone-proxy-type"
+	// KumaSidecarInjected marks a pod Kuma's injector injected (metadata/annotations.go
+	// KumaSidecarInjectedAnnotation, "true"; with the label kuma.io/mesh naming its mesh:
+	// injector testdata inject.01.golden.yaml): a Pod dumped from a cluster is in Kuma by it.
+	KumaSidecarInjected = "kuma.io/sidecar-injected"
 	kubeSystem             = "kube-system"
 )
 

@@ -162,3 +162,20 @@ func TestKumaRefusedWarned(t *testing.T) {
 		t.Fatalf("layers %v, warnings %q\nwant none, %q", e.Layers, e.Warnings, want)
 	}
 }
+
+// kuma19: a Pod Kuma's injector injected, as the API server stores it (`kubectl get pod -o
+// yaml`): the annotation kuma.io/sidecar-injected and the label kuma.io/mesh it writes
+// (kumahq/kuma injector testdata inject.04.golden.yaml, mesh demo), in a Namespace not
+// labelled. Before, not in Kuma (its pod has no injection label): 1 try where its sidecar makes 6.
+func TestKumaInjectedPodCounted(t *testing.T) {
+	s := set(t, Options{}, nsPlain+"\n---\napiVersion: kuma.io/v1alpha1\nkind: Mesh\nmetadata: {name: demo}")
+	c := labelled(caller("plain", KumaSidecarInjected, "true"), KumaMeshLabel, "demo")
+	var got []string
+	for _, l := range s.Edge(c, "redis").Layers {
+		got = append(got, string(l.Kind)+" "+l.String())
+	}
+	want := "Kuma 6 (Kuma default MeshRetry mesh-retry-all-demo (5 retries), assumed: Mesh demo is in the input and no MeshRetry of it is)"
+	if strings.Join(got, "; ") != want || !s.InKuma(c) {
+		t.Fatalf("layers %q, InKuma %v\nwant %q, true", strings.Join(got, "; "), s.InKuma(c), want)
+	}
+}
