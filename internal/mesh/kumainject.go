@@ -31,7 +31,7 @@ const (
 	// KumaSidecarInjectedAnnotation, "true"; with the label kuma.io/mesh naming its mesh:
 	// injector testdata inject.01.golden.yaml): a Pod dumped from a cluster is in Kuma by it.
 	KumaSidecarInjected = "kuma.io/sidecar-injected"
-	kubeSystem             = "kube-system"
+	kubeSystem          = "kube-system"
 )
 
 // KumaWillInject says which label makes Kuma's injector add kuma-sidecar to a pod of namespace
