@@ -370,6 +370,11 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 			return x.Key() == w.Key()
 		})
 		m.Workloads = append(m.Workloads, w)
+		// A pod template alone can put its workload in a mesh layer (Dapr's dapr.io/enabled,
+		// Consul's connect-inject, Istio's and Kuma's pod labels) with no object the Set reads in
+		// the input: the Set must exist for it. Before (kuma19), a workloads-only input had none,
+		// and a Dapr caller's 4 tries were counted as 1.
+		m.meshSet(r.namespace())
 		m.Summary.Workloads = len(m.Workloads)
 		if declares(w) {
 			m.Summary.WithUpstreams++

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/mesh"
 )
 
 // Kuma's and Consul's names: kumahq/kuma pkg/plugins/runtime/k8s/util/names.go and
@@ -88,39 +90,24 @@ func kumaOutboundPort(ann map[string]string) (int32, string) {
 	return meshOutboundPort, "Kuma's default"
 }
 
-// kumaInjectionLabel is the label, on the pod's Namespace or on the pod, that asks Kuma's
-// injector for its sidecar.
-const kumaInjectionLabel = "kuma.io/sidecar-injection"
-
 // kumaWillInject says which label makes Kuma's injector add kuma-sidecar to the pod after
 // retrycap's (admission webhooks run in the order of their configurations' names, and Kuma's,
 // kuma-admission-mutating-webhook-configuration, sorts after a release name such as "api"), or
-// "". Kuma's rules (kumahq/kuma deployments/charts/kuma/templates/cp-webhooks-and-secrets.yaml,
-// pkg/plugins/runtime/k8s/webhooks/injector/precheck.go needToInject): its webhooks see a pod
-// whose Namespace's label is enabled or true, or whose Namespace has the label at all and the pod
-// the label enabled; then the pod's label decides where it has one, else the Namespace's (true,
-// yes or enabled). A pod that already has kuma-sidecar is not injected again (needToInject: "pod
-// already has Kuma sidecar"): its port is meshTakesListenPort's, and one whose outbound listener
-// is elsewhere or off leaves 15001 free.
+// "": mesh.KumaWillInject, the rule the mesh layers count Kuma by. A pod that already has
+// kuma-sidecar is not injected again (Kuma's needToInject: "pod already has Kuma sidecar"): its
+// port is meshTakesListenPort's, and one whose outbound listener is elsewhere or off leaves 15001
+// free. A pod Kuma's injector refuses (a label value it cannot parse) never runs beside
+// kuma-sidecar: nothing to conflict with.
 func kumaWillInject(pod *corev1.Pod, nsLabels map[string]string) string {
 	hasSidecar := func(c corev1.Container) bool { return c.Name == kumaSidecarName }
 	if slices.ContainsFunc(pod.Spec.Containers, hasSidecar) || slices.ContainsFunc(pod.Spec.InitContainers, hasSidecar) {
 		return ""
 	}
-	on := func(v string) bool { return v == "true" || v == "yes" || v == "enabled" }
-	nsV, nsOK := nsLabels[kumaInjectionLabel]
-	podV, podOK := pod.Labels[kumaInjectionLabel]
-	// Seen by a webhook of Kuma's at all: the Namespace's, or the pods' one.
-	if seen := nsOK && (nsV == "enabled" || nsV == "true" || podV == "enabled"); !seen {
+	why, err := mesh.KumaWillInject(pod.Namespace, pod.Labels, nsLabels)
+	if err != nil {
 		return ""
 	}
-	switch {
-	case podOK && on(podV):
-		return fmt.Sprintf("label %s is %q", kumaInjectionLabel, podV)
-	case !podOK && on(nsV):
-		return fmt.Sprintf("namespace %s is labelled %s=%s", pod.Namespace, kumaInjectionLabel, nsV)
-	}
-	return ""
+	return why
 }
 
 // consulInject is the pod annotation that asks Consul's injector for its sidecar

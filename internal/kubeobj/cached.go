@@ -115,21 +115,22 @@ func (c *CachedWorkload) GetObjectMeta() metav1.Object {
 
 // KeepTemplateAnnotation reports whether the cache keeps a pod-template annotation: retrycap's
 // own (retrycap.dev/...: the service name and upstreams the graph reads), the mesh injection
-// switches the mesh layers read (mesh.Set.InIstio, InLinkerd, InKuma, Dapr's and Consul's) and the
-// marks of a template already injected (sidecar.istio.io/status, linkerd.io/proxy-version:
-// presence only, so the cache keeps them with an empty value, see markOnly). Any other (prometheus.io/...,
+// switches the mesh layers read (mesh.Set.InIstio, InLinkerd, Dapr's and Consul's; Kuma's are
+// labels, mesh.KumaWillInject) and the marks of a template already injected
+// (sidecar.istio.io/status, linkerd.io/proxy-version, kuma.io/sidecar-injected: presence only,
+// so the cache keeps them with an empty value, see markOnly). Any other (prometheus.io/...,
 // checksums, tooling) is read by nothing in retrycap, so a change to it is no change to the
 // index either.
 func KeepTemplateAnnotation(key string) bool {
 	return strings.HasPrefix(key, retrycapPrefix) || key == mesh.IstioInjectAnnotation || key == mesh.LinkerdInject ||
-		key == mesh.KumaSidecarInjection || key == mesh.KumaMeshLabel || key == mesh.DaprEnabled || key == mesh.DaprAppID ||
+		key == mesh.DaprEnabled || key == mesh.DaprAppID ||
 		key == mesh.ConsulConnectInject || markOnly(key)
 }
 
 // markOnly: an annotation whose presence alone is read. sidecar.istio.io/status holds a JSON
 // list of what Istio injected (a few hundred bytes per workload); the cache keeps the key.
 func markOnly(key string) bool {
-	return key == mesh.IstioSidecarStatus || key == mesh.LinkerdProxyVersion
+	return key == mesh.IstioSidecarStatus || key == mesh.LinkerdProxyVersion || key == mesh.KumaSidecarInjected
 }
 
 // retrycapPrefix starts every retrycap annotation (annotations.Service, Upstreams, Inject, ...).

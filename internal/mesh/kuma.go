@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Kuma (kumahq/kuma): a caller is in Kuma when its pod template, else its namespace, has
-// kuma.io/sidecar-injection "enabled" (label or annotation; "disabled" on the pod opts out). Its
-// outbound retries are MeshRetry objects (kuma.io/v1alpha1) of its mesh (label kuma.io/mesh,
-// "default" when absent): spec.to[].default.http.numRetries and .grpc.numRetries, retries (tries
-// = n + 1), for a to[].targetRef of kind Mesh or the callee's MeshService (by name and
+// Kuma (kumahq/kuma): a caller is in Kuma when Kuma's injector adds its sidecar to the pods of
+// its pod template (KumaWillInject: the label kuma.io/sidecar-injection, the pod's over its
+// Namespace's; kumainject.go). Its outbound retries are MeshRetry objects (kuma.io/v1alpha1)
+// of its mesh (label kuma.io/mesh of the pod, else of the Namespace, "default" when absent):
+// spec.to[].default.http.numRetries and .grpc.numRetries, retries (tries = n + 1), for a to[].targetRef of kind Mesh or the callee's MeshService (by name and
 // namespace, or the legacy "name_namespace_svc_port" form). The largest applies: Kuma merges the
 // matching policies, more specific over less, and the largest is an upper bound of any merge. The
 // top-level targetRef (which callers) is not narrowed: an upper bound too, said in the docs.
@@ -114,28 +114,31 @@ func (s *Set) addKuma(key string, h header, decode func(any) error) error {
 	return nil
 }
 
-// kumaMeshOf is the caller's Kuma mesh, and whether it is in Kuma at all.
-func (s *Set) kumaMeshOf(c Caller) (string, bool) {
-	ns := s.namespaces[c.Namespace]
-	in := false
-	for _, m := range []map[string]string{ns.Labels, ns.Annotations, c.Labels, c.Annotations} {
-		switch m[KumaSidecarInjection] {
-		case "enabled", "true":
-			in = true
-		case "disabled", "false":
-			in = false
+// kumaMeshOf is the caller's Kuma mesh, and whether it is in Kuma at all (KumaWillInject); err
+// when Kuma's injector refuses its pods. A Namespace not in the Set (retrycap analyze over a
+// workload's manifests alone) is taken as labelled so that the pod's own label reaches Kuma's
+// injector: a pod labelled "enabled", "true" or "yes" is counted in Kuma (an upper bound: Kuma
+// injects it only where its Namespace has the label), one without the label is not.
+func (s *Set) kumaMeshOf(c Caller) (string, bool, error) {
+	nsLabels := s.namespaces[c.Namespace].Labels
+	if _, known := s.namespaces[c.Namespace]; !known {
+		nsLabels = nil
+		if _, ok := c.Labels[KumaSidecarInjection]; ok {
+			nsLabels = map[string]string{KumaSidecarInjection: "enabled"}
 		}
 	}
-	if !in {
-		return "", false
+	if _, injected := c.Annotations[KumaSidecarInjected]; injected {
+		// Already injected (a Pod as the API server stores it): meshed whatever its labels say.
+		return KumaMeshOf(c.Labels, nsLabels), true, nil
 	}
-	mesh := KumaDefaultMesh
-	for _, m := range []map[string]string{ns.Labels, ns.Annotations, c.Labels, c.Annotations} {
-		if v := m[KumaMeshLabel]; v != "" {
-			mesh = v
-		}
+	why, err := KumaWillInject(c.Namespace, c.Labels, nsLabels)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", c.Name, err)
 	}
-	return mesh, true
+	if why == "" {
+		return "", false, nil
+	}
+	return KumaMeshOf(c.Labels, nsLabels), true, nil
 }
 
 // InKuma reports whether the caller runs a Kuma sidecar.
@@ -143,7 +146,7 @@ func (s *Set) InKuma(c Caller) bool {
 	if s == nil {
 		return false
 	}
-	_, ok := s.kumaMeshOf(c)
+	_, ok, _ := s.kumaMeshOf(c)
 	return ok
 }
 
@@ -161,6 +164,9 @@ type kumaEntry struct {
 	// meshAssumed: the assumed default MeshRetry's Mesh is not in the input either (the
 	// control plane's default mesh, Options.KumaDefaultMesh).
 	meshAssumed bool
+	// via: the to[].targetRef is an object retrycap does not read ("MeshHTTPRoute name"): it
+	// may cover the callee.
+	via string
 }
 
 // kumaRole is the policy role Kuma gives r (pkg/core/resources/labels/compute.go
@@ -204,7 +210,10 @@ func kumaRole(r *meshRetry) int {
 // lower or higher. An item whose top-level targetRef is not Mesh may not select the caller:
 // counted where it would decide (an upper bound).
 func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
-	mesh, ok := s.kumaMeshOf(c)
+	mesh, ok, err := s.kumaMeshOf(c)
+	if err != nil {
+		e.Warnings = append(e.Warnings, WarnKumaRefuses(err))
+	}
 	if !ok {
 		return
 	}
@@ -229,11 +238,36 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 		}
 		found = true
 		defaultFound = defaultFound || r.Metadata.Name == KumaDefaultRetryPrefix+mesh
+		// A consumer or workload-owner policy selects only the proxies of its own namespace
+		// (kumahq/kuma 348b6528 pkg/plugins/policies/core/matchers/dataplane.go
+		// dppSelectedByNamespace); system and producer policies every namespace's. Before
+		// (kuma19), a consumer MeshRetry of team-a with numRetries 0 decided team-b's callers
+		// too: 1 try where Kuma makes 6 under the mesh's default.
+		role := kumaRole(r)
+		if role >= 3 && r.Metadata.Namespace != c.Namespace {
+			continue
+		}
 		top := 1
 		if r.Spec.TargetRef != nil && r.Spec.TargetRef.Kind != "" && r.Spec.TargetRef.Kind != "Mesh" {
 			top = 2
 		}
 		for i, t := range r.Spec.To {
+			// A MeshHTTPRoute (its routes' requests: the route's conf merged over the service's,
+			// meshretry/plugin/v1alpha1/plugin.go applyToRealResource) or a MeshMultiZoneService
+			// (the MeshServices its selector takes): retrycap reads neither object, so the item may
+			// cover the callee: counted where it would decide (an upper bound), in Kuma's to[]
+			// order (api/common/v1alpha1/targetref.go: MeshMultiZoneService 7, MeshHTTPRoute 9).
+			// Before (kuma19), dropped without a word: a route's numRetries 6 over the service's 2
+			// was 3 tries where Kuma makes 7.
+			if to, ok := map[string]int{"MeshMultiZoneService": 7, "MeshHTTPRoute": 9}[t.TargetRef.Kind]; ok {
+				name := t.TargetRef.Name
+				if name == "" {
+					name = t.TargetRef.Labels[KumaDisplayName]
+				}
+				entries = append(entries, kumaEntry{r: r, i: i, top: top, role: role, to: to, name: r.Metadata.Name,
+					http: t.Default.HTTP, grpc: t.Default.GRPC, via: t.TargetRef.Kind + " " + name})
+				continue
+			}
 			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
 				continue
 			}
@@ -254,7 +288,7 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 					}
 				}
 			}
-			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
+			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: role, to: to, name: r.Metadata.Name,
 				http: t.Default.HTTP, grpc: t.Default.GRPC})
 		}
 	}
@@ -355,8 +389,12 @@ func kumaLayer(x kumaEntry, proto string, found, defaultFound bool) Layer {
 			Note: fmt.Sprintf("Kuma default MeshRetry %s (%d retries), assumed: %s and %s", x.name, KumaDefaultNumRetries, meshWhy, why)}
 	}
 	n := *map[string]*kumaRetryConf{"http": x.http, "grpc": x.grpc}[proto].NumRetries
+	note := fmt.Sprintf("Kuma %s numRetries %d", x.r.id(), n)
+	if x.via != "" {
+		note += fmt.Sprintf(" for %s, which retrycap does not read: counted as if it covers this call, an upper bound", x.via)
+	}
 	return Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),
-		Tries: n + 1, Note: fmt.Sprintf("Kuma %s numRetries %d", x.r.id(), n)}
+		Tries: n + 1, Note: note}
 }
 
 // Kuma's MeshService labels (kumahq/kuma api/mesh/v1alpha1/dataplane_helpers.go: DisplayName,

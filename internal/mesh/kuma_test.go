@@ -52,9 +52,23 @@ func TestKumaEdge(t *testing.T) {
 		{name: "another mesh's MeshRetry: its own mesh's default", docs: []string{nsKuma, kumaMeshDefault, meshRetryDoc("r", "other", "{kind: Mesh}", "{http: {numRetries: 9}}")},
 			caller: caller("kuma-demo"), callee: "redis",
 			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
-		{name: "pod opts out", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo", "kuma.io/sidecar-injection", "disabled"), callee: "redis"},
-		{name: "pod opts in", docs: []string{nsPlain, kumaMeshDefault}, caller: caller("plain", "kuma.io/sidecar-injection", "enabled"), callee: "redis",
+		{name: "pod label opts out", docs: []string{nsKuma, kumaMeshDefault}, caller: labelled(caller("kuma-demo"), "kuma.io/sidecar-injection", "disabled"), callee: "redis"},
+		// kuma19: Kuma reads no kuma.io/sidecar-injection annotation since 2.2.0 (kumahq/kuma
+		// ac1dbfbd73; precheck.go needToInject reads labels): the pod is injected. Before, no
+		// layer (a false green: 6 tries not counted).
+		{name: "pod annotation disabled: not read", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo", "kuma.io/sidecar-injection", "disabled"), callee: "redis",
 			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		// Before, 6 (a false red): an annotation enables nothing, and Kuma's pods webhook needs
+		// the Namespace to carry the label at all.
+		{name: "pod annotation enabled: not read", docs: []string{nsPlain, kumaMeshDefault}, caller: caller("plain", "kuma.io/sidecar-injection", "enabled"), callee: "redis"},
+		{name: "pod label enabled, namespace without the label", docs: []string{nsPlain, kumaMeshDefault}, caller: labelled(caller("plain"), "kuma.io/sidecar-injection", "enabled"), callee: "redis"},
+		{name: "pod label enabled, namespace disabled", docs: []string{"\napiVersion: v1\nkind: Namespace\nmetadata: {name: plain, labels: {kuma.io/sidecar-injection: disabled}}", kumaMeshDefault},
+			caller: labelled(caller("plain"), "kuma.io/sidecar-injection", "enabled"), callee: "redis",
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		// The Namespace not in the input: the pod's label decides (an upper bound).
+		{name: "pod label true, namespace not in the input", docs: []string{kumaMeshDefault}, caller: labelled(caller("elsewhere"), "kuma.io/sidecar-injection", "true"), callee: "redis.kuma-demo",
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		{name: "no label, namespace not in the input", docs: []string{kumaMeshDefault}, caller: caller("elsewhere"), callee: "redis.kuma-demo"},
 		{name: "external host", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo"), callee: "api.example.com"},
 	}
 	for _, c := range cases {
@@ -183,6 +197,90 @@ func TestKumaDefaultMeshAssumed(t *testing.T) {
 			s := set(t, c.opts, strings.Join(c.docs, "\n---\n"))
 			var got []string
 			for _, l := range s.Edge(caller("kuma-demo"), "redis").Layers {
+				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
+			}
+			if strings.Join(got, "; ") != c.want {
+				t.Fatalf("layers %q\nwant %q", strings.Join(got, "; "), c.want)
+			}
+		})
+	}
+}
+
+// kuma19: a MeshRetry to[] item whose targetRef is a MeshHTTPRoute (or a MeshMultiZoneService),
+// which Kuma's validator takes (meshretry/api/v1alpha1/validator.go validateTo) and applies to
+// the route's requests over the service's conf (meshretry/plugin/v1alpha1/plugin.go
+// applyToRealResource). The MeshRetry is a Kubernetes model of kumahq/kuma 348b6528
+// test/e2e_env/universal/envoyconfig/testdata/sidecars/meshretry/outbound-route.input.yaml
+// (hand-written, not copied: its two to[] items and their numRetries): the service's 2 retries,
+// the route's 6. Before, the route's item was dropped without a word: 3 tries where Kuma makes 7
+// on the route's requests.
+func TestKumaRouteItemCounted(t *testing.T) {
+	const mr = `
+apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: mr-1, namespace: kuma-demo}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: redis}}
+    default: {http: {numRetries: 2, retryOn: [5xx]}}
+  - targetRef: {kind: MeshHTTPRoute, labels: {kuma.io/display-name: test-route}}
+    default: {http: {numRetries: 6, retryOn: [5xx]}}
+  - targetRef: {kind: MeshMultiZoneService, labels: {kuma.io/display-name: redis-mz}}
+    default: {http: {numRetries: 4}}`
+	for _, c := range []struct {
+		name, doc, want string
+	}{
+		{"route", mr, "Kuma 7 (Kuma MeshRetry kuma-demo/mr-1 numRetries 6 for MeshHTTPRoute test-route, which retrycap does not read: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[1].default.http.numRetries"},
+		{"multi-zone service", strings.Replace(mr, "numRetries: 6", "numRetries: 1", 1),
+			"Kuma 5 (Kuma MeshRetry kuma-demo/mr-1 numRetries 4 for MeshMultiZoneService redis-mz, which retrycap does not read: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[2].default.http.numRetries"},
+		// Below the service's, the route's item decides nothing larger: the service's 2 retries.
+		{"route lower", strings.Replace(strings.Replace(mr, "numRetries: 6", "numRetries: 1", 1), "numRetries: 4", "numRetries: 0", 1),
+			"Kuma 3 (Kuma MeshRetry kuma-demo/mr-1 numRetries 2) at MeshRetry kuma-demo/mr-1 spec.to[0].default.http.numRetries"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := set(t, Options{}, nsKuma+"\n---\n"+c.doc)
+			var got []string
+			for _, l := range s.Edge(caller("kuma-demo"), "redis").Layers {
+				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
+			}
+			if strings.Join(got, "; ") != c.want {
+				t.Fatalf("layers %q\nwant %q", strings.Join(got, "; "), c.want)
+			}
+		})
+	}
+}
+
+// kuma19: a consumer MeshRetry (in an application namespace, naming another namespace's
+// MeshService) selects only the proxies of its own namespace (kumahq/kuma 348b6528
+// pkg/plugins/policies/core/matchers/dataplane.go dppSelectedByNamespace); a producer one (in
+// the callee's namespace) and a system one (kuma-system) every caller. Before, team-a's
+// numRetries 0 decided team-b's caller too: 1 try where Kuma makes 6.
+func TestKumaConsumerPolicyOwnNamespace(t *testing.T) {
+	const consumer = `
+apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: no-retry, namespace: team-a}
+spec:
+  to:
+  - targetRef: {kind: MeshService, name: redis, namespace: kuma-demo}
+    default: {http: {numRetries: 0}}`
+	ns := func(name string) string {
+		return "\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + ", labels: {kuma.io/sidecar-injection: enabled}}"
+	}
+	const dflt = "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry mesh-retry-all-default is (Kuma creates it beside the others)) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"
+	for _, c := range []struct {
+		name, caller, doc, want string
+	}{
+		{"consumer, caller elsewhere", "team-b", consumer, dflt},
+		{"consumer, caller in its namespace", "team-a", consumer, "Kuma 1 (Kuma MeshRetry team-a/no-retry numRetries 0) at MeshRetry team-a/no-retry spec.to[0].default.http.numRetries"},
+		{"producer, any caller", "team-b", strings.Replace(strings.Replace(consumer, "name: redis, namespace: kuma-demo", "name: redis", 1), "team-a", "kuma-demo", 1),
+			"Kuma 1 (Kuma MeshRetry kuma-demo/no-retry numRetries 0) at MeshRetry kuma-demo/no-retry spec.to[0].default.http.numRetries"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			redis := "\napiVersion: v1\nkind: Service\nmetadata: {name: redis, namespace: kuma-demo}\nspec: {ports: [{port: 6379, appProtocol: http}]}"
+			s := set(t, Options{}, strings.Join([]string{nsKuma, ns("team-a"), ns("team-b"), kumaMeshDefault, redis, c.doc}, "\n---\n"))
+			var got []string
+			for _, l := range s.Edge(caller(c.caller), "redis.kuma-demo").Layers {
 				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
 			}
 			if strings.Join(got, "; ") != c.want {

@@ -996,6 +996,12 @@ func WarnBothMeshes(caller string) string {
 	return caller + " is in both Istio and Linkerd: counting Istio's layer (one sidecar captures the traffic)"
 }
 
+// WarnKumaRefuses: Kuma's injector refuses the caller's pods (a kuma.io/sidecar-injection
+// value it cannot parse): no Kuma layer, and no pod either until the label is fixed.
+func WarnKumaRefuses(err error) string {
+	return err.Error() + ": no Kuma layer counted"
+}
+
 // WarnVirtualServiceAndRoute: a VirtualService and a GAMMA route bind one host; the larger counts.
 func WarnVirtualServiceAndRoute(vs, route, host string, tries int64) string {
 	return fmt.Sprintf("%s and %s both route %s: counting the larger, %d tries", vs, route, host, tries)

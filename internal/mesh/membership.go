@@ -13,7 +13,8 @@ type MetaKey struct {
 }
 
 // NamespaceKeys are the keys of a Namespace's metadata the Set reads (layers.go InIstio,
-// InLinkerd; inbound.go; waypoint.go; kuma.go kumaMeshOf; ports.go linkerdProtocol).
+// InLinkerd; inbound.go; waypoint.go; kuma.go kumaMeshOf; ports.go linkerdProtocol). Kuma's are
+// labels only (kumainject.go: current Kuma reads no kuma.io/sidecar-injection annotation).
 func NamespaceKeys() []MetaKey {
 	return []MetaKey{
 		{Mesh: Istio, Key: IstioInjectionLabel},
@@ -26,8 +27,6 @@ func NamespaceKeys() []MetaKey {
 		{Mesh: Kuma, Key: KumaMeshLabel},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdInject},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdOpaquePorts},
-		{Mesh: Kuma, Annotation: true, Key: KumaSidecarInjection},
-		{Mesh: Kuma, Annotation: true, Key: KumaMeshLabel},
 	}
 }
 

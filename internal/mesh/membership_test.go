@@ -80,8 +80,6 @@ func TestMetaKeysRead(t *testing.T) {
 		{Mesh: Kuma, Key: KumaMeshLabel}:                                                {"a", "other", fixture{a: kumaCaller}},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdInject}:                           {"a", "enabled", fixture{}},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdOpaquePorts}:                      {"b", "80", fixture{a: linkerdCaller, svc: retried}},
-		{Mesh: Kuma, Annotation: true, Key: KumaSidecarInjection}:                       {"a", "enabled", fixture{}},
-		{Mesh: Kuma, Annotation: true, Key: KumaMeshLabel}:                              {"a", "other", fixture{a: kumaCaller}},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdRetryHTTP}:                        {"svc", "5xx", fixture{a: linkerdCaller}},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdRetryGRPC}:                        {"svc", "unavailable", fixture{a: linkerdCaller}},
 		{Mesh: Linkerd, Annotation: true, Key: LinkerdRetryTimeout}:                     {"svc", "1s", fixture{a: linkerdCaller}},

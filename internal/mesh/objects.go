@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -696,6 +697,9 @@ var errLimit = errors.New("is not a non-negative integer")
 
 func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 	var c linkerdConfig
+	if err := linkerdConditions(ann, id); err != nil {
+		return c, err
+	}
 	limit, hasLimit := ann[LinkerdRetryLimit]
 	for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryTimeout} {
 		v, ok := ann[k]
@@ -714,9 +718,15 @@ func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 	if !hasLimit {
 		return c, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(limit), 10, 64)
-	if err != nil || n < 0 {
+	// As Linkerd's u16 parse (Rust's: an optional '+', digits, no space): a value it cannot
+	// parse makes it drop every retry annotation of the object (kuma19; before, " 3" was
+	// trimmed and counted, "70000" counted as 70001 tries).
+	n, err := strconv.ParseInt(strings.TrimPrefix(limit, "+"), 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(limit, "+-") || strings.HasPrefix(limit, "++") {
 		return c, fmt.Errorf("%s %s: %q %w", id, annotationPath(LinkerdRetryLimit), limit, errLimit)
+	}
+	if n > 65535 {
+		return c, fmt.Errorf("%s %s: %q is over 65535, the largest limit Linkerd's policy controller reads (a u16): it drops every retry annotation of the object", id, annotationPath(LinkerdRetryLimit), limit)
 	}
 	if n == 0 && !c.set {
 		return c, nil // nothing else: no retry policy at all
@@ -726,6 +736,51 @@ func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 		c.retries, c.zero = 1, true
 	}
 	return c, nil
+}
+
+// linkerdConditions checks retry.linkerd.io/http and /grpc as Linkerd's policy controller parses
+// them (linkerd/linkerd2 b24cd4059 policy-controller/k8s/index/src/outbound/index/http.rs
+// parse_http_retry, grpc.rs parse_grpc_retry): a comma-separated list, each item (not trimmed)
+// 5xx, gateway-error, a status code from 100 to 599 or a range of them ("500-504"), or for gRPC
+// cancelled, deadline-exceeded, internal, resource-exhausted, unavailable, case-insensitive. One
+// item it cannot parse fails the whole parse, and Linkerd drops every retry annotation of the
+// object (a Service's: index.rs "Failed to parse http retry"; a route is not indexed at all,
+// "Failed to convert route"), with only a log line: an error here, naming the item (kuma19;
+// before, the retries were counted as if Linkerd made them). "5xx, 429" is the common one.
+func linkerdConditions(ann map[string]string, id string) error {
+	code := func(s string) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 100 && n < 600 // Rust's u32 parse takes a '+' too, as Atoi
+	}
+	for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC} {
+		v, ok := ann[k]
+		if !ok {
+			continue
+		}
+		for _, cond := range strings.Split(v, ",") {
+			valid := false
+			if k == LinkerdRetryHTTP {
+				_, isCode := code(cond)
+				valid = strings.EqualFold(cond, "5xx") || strings.EqualFold(cond, "gateway-error") || isCode
+				if a, b, ok := strings.Cut(cond, "-"); !valid && ok {
+					lo, okA := code(a)
+					hi, okB := code(b)
+					valid = okA && okB && lo <= hi
+				}
+			} else {
+				valid = slices.ContainsFunc([]string{"cancelled", "deadline-exceeded", "internal", "resource-exhausted", "unavailable"},
+					func(c string) bool { return strings.EqualFold(c, cond) })
+			}
+			if !valid {
+				want := "5xx, gateway-error, a status code from 100 to 599 or a range of them (500-504), comma-separated without spaces"
+				if k == LinkerdRetryGRPC {
+					want = "cancelled, deadline-exceeded, internal, resource-exhausted or unavailable, comma-separated without spaces"
+				}
+				return fmt.Errorf("%s %s: %q: condition %q is not %s: Linkerd's policy controller drops every retry annotation of the object", id, annotationPath(k), v, cond, want)
+			}
+		}
+	}
+	return nil
 }
 
 func annotationPath(key string) string { return `metadata.annotations["` + key + `"]` }

@@ -21,6 +21,21 @@ func TestAddErrors(t *testing.T) {
 			`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "two" is not a non-negative integer`},
 		{routeDoc("policy.linkerd.io/v1beta3", "HTTPRoute", "e", "r", `retry.linkerd.io/limit: "-1"`, "  rules: [{}]"),
 			`HTTPRoute e/r metadata.annotations["retry.linkerd.io/limit"]: "-1" is not a non-negative integer`},
+		// kuma19: conditions Linkerd's policy controller cannot parse (http.rs parse_http_retry,
+		// grpc.rs parse_grpc_retry), with which it drops every retry annotation of the object.
+		// Before: counted, no word (a Service's 3 tries where Linkerd makes 1).
+		{svc("booksapp", "authors", `{retry.linkerd.io/http: "5xx, 429", retry.linkerd.io/limit: "2"}`),
+			`Service booksapp/authors metadata.annotations["retry.linkerd.io/http"]: "5xx, 429": condition " 429" is not 5xx, gateway-error, a status code from 100 to 599 or a range of them (500-504), comma-separated without spaces: Linkerd's policy controller drops every retry annotation of the object`},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "e", "r", `{retry.linkerd.io/http: "504-500"}`, "  rules: [{}]"),
+			`HTTPRoute e/r metadata.annotations["retry.linkerd.io/http"]: "504-500": condition "504-500" is not 5xx, gateway-error, a status code from 100 to 599 or a range of them (500-504), comma-separated without spaces: Linkerd's policy controller drops every retry annotation of the object`},
+		{svc("shop", "grpc", `{retry.linkerd.io/grpc: "unavailable,not-found"}`),
+			`Service shop/grpc metadata.annotations["retry.linkerd.io/grpc"]: "unavailable,not-found": condition "not-found" is not cancelled, deadline-exceeded, internal, resource-exhausted or unavailable, comma-separated without spaces: Linkerd's policy controller drops every retry annotation of the object`},
+		{svc("shop", "big", `{retry.linkerd.io/limit: "70000"}`),
+			`Service shop/big metadata.annotations["retry.linkerd.io/limit"]: "70000" is over 65535, the largest limit Linkerd's policy controller reads (a u16): it drops every retry annotation of the object`},
+		{svc("shop", "spaced", `{retry.linkerd.io/limit: " 3"}`),
+			`Service shop/spaced metadata.annotations["retry.linkerd.io/limit"]: " 3" is not a non-negative integer`},
+		{svc("shop", "trailing", `{retry.linkerd.io/http: "5xx,"}`),
+			`Service shop/trailing metadata.annotations["retry.linkerd.io/http"]: "5xx,": condition "" is not 5xx, gateway-error, a status code from 100 to 599 or a range of them (500-504), comma-separated without spaces: Linkerd's policy controller drops every retry annotation of the object`},
 		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy: {attempts: -3}\n",
 			"ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: -3 is negative"},
 		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: \"defaultHttpRetryPolicy: [\"\n",
@@ -48,6 +63,20 @@ func TestAddErrors(t *testing.T) {
 		}
 		if got := s.Counts(); len(got) != 0 {
 			t.Errorf("an invalid object was added: %v", got)
+		}
+	}
+}
+
+// The conditions Linkerd takes: no error.
+func TestLinkerdConditionsValid(t *testing.T) {
+	for _, v := range []string{"5xx", "5XX", "gateway-error", "429", "500-504", "500-504,429,5xx", "+503"} {
+		if err := linkerdConditions(map[string]string{LinkerdRetryHTTP: v}, "Service s/x"); err != nil {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	for _, v := range []string{"unavailable", "Cancelled,deadline-exceeded,internal,resource-exhausted"} {
+		if err := linkerdConditions(map[string]string{LinkerdRetryGRPC: v}, "Service s/x"); err != nil {
+			t.Errorf("%q: %v", v, err)
 		}
 	}
 }

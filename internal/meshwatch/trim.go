@@ -225,7 +225,7 @@ var ingressAnnotations = map[string]bool{
 func meshAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
-		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || k == mesh.KumaSidecarInjection || k == mesh.KumaMeshLabel ||
+		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation ||
 			k == mesh.LinkerdOpaquePorts || strings.HasSuffix(k, mesh.KumaProtocolAnnotationSuffix) ||
 			strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") ||
 			ingressAnnotations[k] {

@@ -32,7 +32,9 @@ func TestGateMeshLayers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	envoyGateway, err := crds.EnvoyGatewayBackendTrafficPolicy() // meshGateEnvoyGatewayDelay
 	g.Expect(err).NotTo(HaveOccurred())
-	op := operatortest.Start(t, istio, gatewayAPI, envoyGateway)
+	kuma, err := crds.Kuma() // meshGateKumaMembership
+	g.Expect(err).NotTo(HaveOccurred())
+	op := operatortest.Start(t, append([]string{istio, gatewayAPI, envoyGateway}, kuma...)...)
 	c, ctx := op.Client, op.Ctx
 
 	// The same chain in a meshed and an unmeshed namespace, no VirtualService: productpage
@@ -74,6 +76,7 @@ func TestGateMeshLayers(t *testing.T) {
 
 	t.Run("the ConfigMaps whose retries the manager counts are judged", func(t *testing.T) { meshGateConfigMaps(t, op) })
 	t.Run("membership labels of Namespaces and Services are judged", func(t *testing.T) { meshGateMembership(t, op) })
+	t.Run("Kuma's injection labels of Namespaces and pod templates are judged, its annotations not", func(t *testing.T) { meshGateKumaMembership(t, op) })
 	t.Run("a Service's port turned from TCP to HTTP is judged", func(t *testing.T) { meshGatePorts(t, op) })
 	t.Run("a waypoint Gateway turned to take service traffic is judged", func(t *testing.T) { meshGateWaypointGateway(t, op) })
 	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
