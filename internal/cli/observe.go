@@ -394,7 +394,12 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return total, []error{err}
+		// Named as the user gave it (-f PATH): os' "stat PATH" names a system call, not the flag.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return total, []error{fmt.Errorf("-f %s: %w", path, err)}
 	}
 	if !fi.IsDir() {
 		readFile(path)
