@@ -337,3 +337,24 @@ func TestHelmSchemaRefusesWhatTheAPIServerWould(t *testing.T) {
 		t.Errorf("PodMonitor labels %v, want release: kube-prometheus-stack among them", labels)
 	}
 }
+
+// Prometheus credentials the manager refuses at start were rendered: the install succeeded and
+// the manager pods then crash-looped (`--prometheus-username "u": --prometheus-password-file is
+// required with it`), or a key without its Secret was dropped without a word (no CA: an https
+// Prometheus then failed verification). Refused at render now, naming the values. With the url
+// empty nothing is rendered, and nothing is checked (TestHelmValues: the url is the switch).
+func TestHelmPrometheusAuthRefusedLikeTheManager(t *testing.T) {
+	const url = "prometheus.url=https://prometheus.monitoring:9091,"
+	for set, want := range map[string]string{
+		url + "prometheus.auth.caKey=ca.crt":                                         `prometheus.auth.caKey "ca.crt": a key of the Secret prometheus.auth.secretName, which is empty; set prometheus.auth.secretName`,
+		url + "prometheus.auth.bearerTokenKey=token":                                 `prometheus.auth.bearerTokenKey "token": a key of the Secret prometheus.auth.secretName, which is empty; set prometheus.auth.secretName`,
+		url + "prometheus.auth.secretName=prom,prometheus.auth.username=retrycap":    `prometheus.auth.username "retrycap": basic auth needs prometheus.auth.passwordKey (the Secret's key holding the password)`,
+		url + "prometheus.auth.secretName=prom,prometheus.auth.passwordKey=password": `prometheus.auth.passwordKey "password": basic auth needs prometheus.auth.username`,
+		url + "prometheus.auth.serviceAccountToken=true,prometheus.auth.secretName=prom,prometheus.auth.username=u,prometheus.auth.passwordKey=pw": "prometheus.auth: a bearer token (serviceAccountToken or bearerTokenKey) and basic auth (username, passwordKey) exclude each other; keep one",
+		url + "prometheus.auth.serviceAccountToken=true,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token":                      `prometheus.auth: serviceAccountToken and bearerTokenKey "token" are two bearer tokens; keep one`,
+		url + "prometheus.cluster= ": "- at '/prometheus/cluster': ' ' does not match pattern '^(.*\\\\S.*)?$'",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, want)
+	}
+}
