@@ -34,6 +34,9 @@ generate: ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: ## Generate the CRD and the RBAC role from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	# kubectl explain prints every line break controller-gen keeps from the Go comments: join the
+	# lines of each paragraph as Kubernetes' own generators do (hack/crddoc).
+	$(GO) run ./hack/crddoc config/crd/bases/*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... paths=./internal/webhook/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated

@@ -70,8 +70,8 @@ type RetryPolicySpec struct {
 	// reported, not checked. 1ms to 24h (the proxies' largest deadline).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('24h')",message="must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('24h')",message="must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	MaxTimeToAnswer *metav1.Duration `json:"maxTimeToAnswer,omitempty"`
 
@@ -171,8 +171,8 @@ type RetrySettings struct {
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
 
@@ -219,14 +219,14 @@ type RetrySettings struct {
 }
 
 // Backoff is exponential backoff with full jitter.
-// +kubebuilder:validation:XValidation:rule="!has(self.base) || !has(self.max) || !self.base.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') || !self.max.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') || duration(self.base) <= duration(self.max)",message="base must not exceed max",fieldPath=".base"
+// +kubebuilder:validation:XValidation:rule="!has(self.base) || !has(self.max) || !self.base.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') || !self.max.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') || duration(self.base) <= duration(self.max)",message="base must not exceed max",fieldPath=".base"
 type Backoff struct {
 	// Base is the backoff before the first retry, before jitter, 1ms to 1m.
 	// +kubebuilder:default="100ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1m')",message="must be between 1ms and 1m, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1m')",message="must be between 1ms and 1m, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	Base *metav1.Duration `json:"base,omitempty"`
 
@@ -234,8 +234,8 @@ type Backoff struct {
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1m')",message="must be between 1ms and 1m, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1m')",message="must be between 1ms and 1m, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	Max *metav1.Duration `json:"max,omitempty"`
 }
@@ -261,8 +261,8 @@ type RetryBudget struct {
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="must be between 1s and 60s"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="must be between 1s and 60s"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 }
@@ -281,8 +281,8 @@ type CircuitBreaker struct {
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 
@@ -290,8 +290,8 @@ type CircuitBreaker struct {
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	OpenFor *metav1.Duration `json:"openFor,omitempty"`
 }

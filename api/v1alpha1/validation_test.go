@@ -158,9 +158,9 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"client-zero", `{maxAmplification: 4, entrypoints: [{service: gateway, clientAttempts: 0}]}`, "spec.entrypoints[0].clientAttempts", metav1.CauseTypeFieldValueInvalid, `greater than or equal to 1`},
 		{"attempts-101", `{maxAmplification: 4, retry: {defaultAttempts: 101}}`, "spec.retry.defaultAttempts", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},
 		{"timeout-zero", `{maxAmplification: 4, retry: {perTryTimeout: 0s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `must be between 1ms and`},
-		{"timeout-float", `{maxAmplification: 4, retry: {perTryTimeout: 1.5s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"timeout-comma", `{maxAmplification: 4, retry: {perTryTimeout: "1,5s"}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"max-time-zero", `{maxAmplification: 4, maxTimeToAnswer: 0s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `must be between 1ms and`},
-		{"max-time-float", `{maxAmplification: 4, maxTimeToAnswer: 2.5s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"max-time-exponent", `{maxAmplification: 4, maxTimeToAnswer: 2.5e3s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"backoff-inverted", `{maxAmplification: 4, retry: {backoff: {base: 5s, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `base must not exceed max`},
 		{"retry-on-unknown", `{maxAmplification: 4, retry: {retryOn: [503, "5xx"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"retry-on-grpc-spelling", `{maxAmplification: 4, retry: {retryOn: [unavailable, resource-exhausted, UNAVAILABLE]}}`, "spec.retry.retryOn[2]", metav1.CauseTypeFieldValueInvalid, `should match`},
@@ -314,13 +314,13 @@ func TestKubectlGetCRPPrintsThePrinterColumns(t *testing.T) {
 // allowed range, and no conversion error: what a user of kubectl apply reads.
 func TestDurationOverflowMessage(t *testing.T) {
 	err := cli.Create(ctx(t), policy(t, "overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`))
-	want := `RetryPolicy.retrycap.dev "overflow" is invalid: spec.maxTimeToAnswer: Invalid value: "99999999999h": must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+	want := `RetryPolicy.retrycap.dev "overflow" is invalid: spec.maxTimeToAnswer: Invalid value: "99999999999h": must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n%v\nwant\n%s", err, want)
 	}
 	// 5 parts of 5 digits convert without overflow, and the bound refuses them.
 	err = cli.Create(ctx(t), policy(t, "edge", `{maxAmplification: 4, maxTimeToAnswer: 99999h99999m99999s99999ms99999us}`))
-	want = `RetryPolicy.retrycap.dev "edge" is invalid: spec.maxTimeToAnswer: Invalid value: "99999h99999m99999s99999ms99999us": must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+	want = `RetryPolicy.retrycap.dev "edge" is invalid: spec.maxTimeToAnswer: Invalid value: "99999h99999m99999s99999ms99999us": must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n%v\nwant\n%s", err, want)
 	}
@@ -335,9 +335,14 @@ func TestMaxTimeToAnswerBothKinds(t *testing.T) {
 		value string
 		want  time.Duration // 0: refused
 	}{
-		{"-1s", 0}, {"0s", 0}, {"0ms0s", 0}, {"1e3s", 0}, {"5", 0}, {"1.5s", 0}, {"0.5s", 0}, {" 2s", 0}, {"2S", 0},
+		{"-1s", 0}, {"0s", 0}, {"0ms0s", 0}, {"1e3s", 0}, {"5", 0}, {"1,5s", 0}, {".5s", 0}, {"1.s", 0}, {" 2s", 0}, {"2S", 0},
+		{"0.0001ms", 0}, {"24.0000001h", 0}, {"1.0000000001s", 0},
 		{"99999999h", 0}, {"1h1m1s1ms1us1ns", 0}, {"1µs", 0},
 		{"1ns", 0}, {"999us", 0}, {"99999h", 0}, {"24h1ns", 0}, {"1441m", 0},
+		// A fraction, as Go's Duration.String writes one (what a typed client sends back):
+		// before, "1.5s" was refused, so a typed read-modify-write of a policy holding
+		// "1500ms" failed (TestTypedClientRoundTripsDurations).
+		{"1.5s", 1500 * time.Millisecond}, {"0.5s", 500 * time.Millisecond}, {"1h0m0.5s", time.Hour + 500*time.Millisecond}, {"1.5h", 90 * time.Minute}, {"1.001ms", 1001 * time.Microsecond},
 		{"1h1h", 2 * time.Hour}, {"1ms", time.Millisecond}, {"90s", 90 * time.Second}, {"24h", 24 * time.Hour}, {"1440m", 24 * time.Hour},
 	} {
 		for _, kind := range []string{"RetryPolicy", "ClusterRetryPolicy"} {
@@ -389,7 +394,7 @@ func TestMaxTimeToAnswerBothKinds(t *testing.T) {
 // server refuses a value out of range on both kinds with the whole message naming the object,
 // the field, the value and the range; the bounds themselves are stored.
 func TestDurationBoundsBothKinds(t *testing.T) {
-	const written = `, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+	const written = `, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 	cases := []struct {
 		name, spec, want string // want: the message after the object; "" accepted
 	}{
@@ -451,6 +456,62 @@ func TestDedupUpstreamsAgreeWithTheInjector(t *testing.T) {
 		err := cli.Create(ctx(t), policy(t, fmt.Sprintf("dedup-agree-%d", i), fmt.Sprintf(`{maxAmplification: 4, retry: {dedupUpstreams: [%q]}}`, name)))
 		if apiServer := err == nil; apiServer != injector {
 			t.Errorf("dedupUpstreams %q: API server accepts %t (%v), injector accepts %t", name, apiServer, err, injector)
+		}
+	}
+}
+
+// A Go program that reads a policy with the typed API and writes it back (a controller's
+// read-modify-write, a kubebuilder tool importing this package) sends each duration as
+// metav1.Duration writes it, Go's Duration.String: "1500ms" goes back as "1.5s", "90500ms" as
+// "1m30.5s". Before, the CRD's pattern refused any fraction, so that Update failed on a policy
+// the same API server had stored ("spec.maxTimeToAnswer: Invalid value: \"1.5s\": ... should
+// match"), whatever the program changed. Now the update is stored and every duration reads back
+// as the one written.
+func TestTypedClientRoundTripsDurations(t *testing.T) {
+	const spec = `{maxAmplification: 4, maxTimeToAnswer: 1500ms, retry: {perTryTimeout: 2500ms, backoff: {base: 1500us, max: 2500ms}}, circuitBreaker: {window: 90500ms, openFor: 1001ms}}`
+	want := map[string]string{"maxTimeToAnswer": "1.5s", "perTryTimeout": "2.5s", "base": "1.5ms", "max": "2.5s", "window": "1m30.5s", "openFor": "1.001s"}
+	for _, kind := range []string{"RetryPolicy", "ClusterRetryPolicy"} {
+		var obj *unstructured.Unstructured
+		var typed client.Object
+		var specOf func() *v1alpha1.RetryPolicySpec
+		if kind == "RetryPolicy" {
+			obj = policy(t, "typed-roundtrip", spec)
+			p := &v1alpha1.RetryPolicy{}
+			typed, specOf = p, func() *v1alpha1.RetryPolicySpec { return &p.Spec }
+		} else {
+			obj = clusterPolicy(t, "typed-roundtrip", `{namespaceSelector: {}, `+spec[1:])
+			p := &v1alpha1.ClusterRetryPolicy{}
+			typed, specOf = p, func() *v1alpha1.RetryPolicySpec { return &p.Spec.RetryPolicySpec }
+		}
+		if err := cli.Create(ctx(t), obj); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if err := cli.Get(ctx(t), client.ObjectKeyFromObject(obj), typed); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		specOf().MaxAmplification = 5
+		if err := cli.Update(ctx(t), typed); err != nil {
+			t.Fatalf("%s: typed update refused: %v", kind, err)
+		}
+		stored := &unstructured.Unstructured{}
+		stored.SetGroupVersionKind(obj.GroupVersionKind())
+		if err := cli.Get(ctx(t), client.ObjectKeyFromObject(obj), stored); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for name, path := range map[string][]string{
+			"maxTimeToAnswer": {"spec", "maxTimeToAnswer"}, "perTryTimeout": {"spec", "retry", "perTryTimeout"},
+			"base": {"spec", "retry", "backoff", "base"}, "max": {"spec", "retry", "backoff", "max"},
+			"window": {"spec", "circuitBreaker", "window"}, "openFor": {"spec", "circuitBreaker", "openFor"},
+		} {
+			got[name], _, _ = unstructured.NestedString(stored.Object, path...)
+		}
+		amp, _, _ := unstructured.NestedInt64(stored.Object, "spec", "maxAmplification")
+		if fmt.Sprint(got) != fmt.Sprint(want) || amp != 5 {
+			t.Errorf("%s stored %v, maxAmplification %d; want %v and 5", kind, got, amp, want)
+		}
+		if err := cli.Delete(ctx(t), obj); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

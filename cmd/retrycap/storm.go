@@ -144,7 +144,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVarP(&output, "output", "o", output, "text (the summary) or json (the same figures, durations as Go duration strings)")
 	f.StringVar(&o.ProxyBinary, "proxy-binary", "", "retrycap-proxy to run (default: retrycap-proxy next to this executable, else on PATH, else this executable acting as the proxy)")
 	f.StringVar(&o.ChartPath, "chart", o.ChartPath, "SVG chart of requests/s at payment; empty for none")
-	f.StringVar(&o.AccessLogDir, "access-logs", "", "directory for the proxies' access logs (ARM/SERVICE.log, read by retrycap observe), new or empty (an earlier run's logs would be counted with this run's); empty: a temporary one, removed after the run")
+	f.StringVar(&o.AccessLogDir, "access-logs", "", "directory for the proxies' access logs (ARM/SERVICE.log, read by retrycap observe), refused when it holds an earlier run's ARM/SERVICE.log (the proxies append: observe would count both runs); empty: a temporary one, removed after the run")
 	f.BoolVar(&short, "short", false, "the ~45 s version (a 5 s outage in a 16 s run per arm, the shortest at which the retries target holds: docs/storm-lab.md), as the demo's end-to-end test runs it; the same targets")
 	f.BoolVar(&series, "series", false, "also print both arms second by second (requests/s at payment, user success rate)")
 	f.BoolVar(&noProgress, "no-progress", false, "no live progress line (it is shown only on a terminal anyway)")

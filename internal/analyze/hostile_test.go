@@ -185,7 +185,7 @@ func TestReadDirSymlinks(t *testing.T) {
 		_, errs := (Reader{}).ReadPaths([]string{p})
 		want := "open " + filepath.Join(dir, "app", "dangling.yaml") + ": no such file or directory"
 		if strings.HasSuffix(p, "nothing-here.yaml") {
-			want = "stat " + p + ": no such file or directory"
+			want = "-f " + p + ": no such file or directory"
 		}
 		if len(errs) != 1 || errs[0].Error() != want {
 			t.Errorf("%s: errors %v, want %q", p, errs, want)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -176,7 +177,12 @@ func (r Reader) ReadPaths(paths []string) (*Manifests, []error) {
 func (r Reader) Files(m *Manifests, p string) ([]string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
-		return nil, err
+		// Named as the user gave it (-f PATH): os' "stat PATH" names a system call, not the flag.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("-f %s: %w", p, err)
 	}
 	if !st.IsDir() {
 		return []string{p}, nil

@@ -21,17 +21,17 @@ import (
 // lists against the CRD files.
 
 // durationPattern is the CRD's pattern of every duration field.
-var durationPattern = regexp.MustCompile(`^([0-9]+(ns|us|ms|s|m|h))+$`)
+var durationPattern = regexp.MustCompile(`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`)
 
 // durationParts is the CRD's CEL guard before it converts a duration (duration(self)): parts of
 // at most 5 digits, at most 5 of them, so that the sum stays under Go's and CEL's largest
 // duration (2562047h47m16.854775807s; 5 x 99999h is 499995h). Without it, "99999999999h" made
 // the conversion fail and the API server answered "Invalid value: "string": type conversion
 // error", naming neither the value nor the range.
-var durationParts = regexp.MustCompile(`^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$`)
+var durationParts = regexp.MustCompile(`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|ms|s|m|h)){1,5}$`)
 
 // durationPartsText is how a bounded duration field is written, as the CRD's messages say it.
-const durationPartsText = `1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+const durationPartsText = `1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 
 // durationMaxLength is the CRD's maxLength of a duration field (which bounds the cost of its CEL
 // rule).
@@ -89,7 +89,7 @@ func checkPolicyFields(js []byte) error {
 			continue // the decoder names the type
 		}
 		if !durationPattern.MatchString(s) {
-			return fieldError(name, s, `%q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`)
+			return fieldError(name, s, `%q is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`)
 		}
 		if len(s) > durationMaxLength {
 			return fieldError(name, s, fmt.Sprintf("%%q is longer than %d bytes", durationMaxLength))

@@ -86,10 +86,10 @@ func TestPolicyFields(t *testing.T) {
 	}
 	cases := []struct{ kind, spec, want string }{
 		{"RetryPolicy", "  retry: {perTryTimeout: 2s, backoff: {base: 25ms, max: 1s}, retryOn: [reset, \"503\", unavailable], methods: [GET, POST]}\n  maxTimeToAnswer: 1m30s\n  budget: {window: 60s}\n", ""},
-		{"RetryPolicy", "  retry: {perTryTimeout: -1s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "-1s" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
-		{"RetryPolicy", "  retry: {perTryTimeout: \"10\"}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "10" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
-		{"RetryPolicy", "  retry: {perTryTimeout: 1h2x}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1h2x" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
-		{"RetryPolicy", "  retry: {perTryTimeout: 1.5s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1.5s" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
+		{"RetryPolicy", "  retry: {perTryTimeout: -1s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "-1s" is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`},
+		{"RetryPolicy", "  retry: {perTryTimeout: \"10\"}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "10" is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`},
+		{"RetryPolicy", "  retry: {perTryTimeout: 1h2x}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1h2x" is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`},
+		{"RetryPolicy", "  retry: {perTryTimeout: 1.5sec}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1.5sec" is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`},
 		{"RetryPolicy", "  maxTimeToAnswer: 0s\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "0s" must be between 1ms and 24h, written as ` + durationPartsText},
 		{"RetryPolicy", "  maxTimeToAnswer: 99999999999h\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "99999999999h" must be between 1ms and 24h, written as ` + durationPartsText},
 		{"RetryPolicy", "  maxTimeToAnswer: 1h1m1s1ms1us1ns\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "1h1m1s1ms1us1ns" must be between 1ms and 24h, written as ` + durationPartsText},
@@ -112,7 +112,7 @@ func TestPolicyFields(t *testing.T) {
 		{"RetryPolicy", "  retry: {retryOn: [reset, 5xx]}\n", `RetryPolicy shop/p: spec.retry.retryOn[1]: "5xx" is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)`},
 		{"RetryPolicy", "  retry: {methods: [get]}\n", `RetryPolicy shop/p: spec.retry.methods[0]: "get" is not one of GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH, TRACE`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 2}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: 2 is a number, want a string (quote it)`},
-		{"ClusterRetryPolicy", "  retry: {perTryTimeout: -1s}\n", `ClusterRetryPolicy p: spec.retry.perTryTimeout: "-1s" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
+		{"ClusterRetryPolicy", "  retry: {perTryTimeout: -1s}\n", `ClusterRetryPolicy p: spec.retry.perTryTimeout: "-1s" is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`},
 	}
 	for _, tc := range cases {
 		d := tc.spec

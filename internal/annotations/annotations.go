@@ -222,7 +222,8 @@ func parseToken(tok string) (Upstream, string) {
 
 // parseTimeout reads a per-try timeout: one or more groups of decimal digits and a unit (ns, us,
 // ms, s, m, h), as the policy's durations are written ("2s", "1500ms", "1m30s"), between
-// MinPerTryTimeout and MaxPerTryTimeout. No sign, no fraction, no blank inside.
+// MinPerTryTimeout and MaxPerTryTimeout. No sign, no fraction (the policy's CRD takes one, as a
+// typed client writes it back; an annotation is only ever written by hand), no blank inside.
 func parseTimeout(s string) (time.Duration, string) {
 	const want = "per-try timeout must be a duration of digits and units ns, us, ms, s, m, h (\"500ms\", \"2s\", \"1m30s\")"
 	s = strings.TrimSpace(s)

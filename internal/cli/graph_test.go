@@ -38,7 +38,7 @@ func TestGraphBadInput(t *testing.T) {
 		{[]string{"graph", "-o", "yaml"}, `retrycap: graph: unknown output "yaml" (tree, json, dot, mermaid)` + "\n"},
 		{[]string{"graph", "checkout", "-A"}, "retrycap: graph: a POLICY name needs one namespace; drop -A\n"},
 		{[]string{"graph", "a", "b"}, "retrycap: graph: one POLICY name at most, got 2: a b\n"},
-		{[]string{"graph", "--kubeconfig", missing}, "retrycap: graph: loading the kubeconfig: stat " + missing + ": no such file or directory\n"},
+		{[]string{"graph", "--kubeconfig", missing}, "retrycap: graph: loading the kubeconfig: --kubeconfig \"" + missing + "\": no such file or directory\n"},
 		// Before: client-go's "no configuration has been provided, try setting KUBERNETES_MASTER
 		// environment variable", the missing $KUBECONFIG file unnamed.
 		{[]string{"graph"}, "retrycap: graph: loading the kubeconfig: no cluster found: looked at " + missing + " (none), and not running in a pod; give --kubeconfig or set KUBECONFIG\n"},

@@ -319,7 +319,7 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 	f.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "--from-cluster: every namespace")
 	f.IntVar(&threshold, "threshold", 5, "list the keys with more attempts than this")
 	f.IntVar(&top, "top", 20, "list at most this many keys (0: all); the summary counts them all")
-	f.IntVar(&maxLine, "max-line", observe.DefaultMaxLine, "longest line parsed, bytes; a longer one is counted and skipped")
+	f.IntVar(&maxLine, "max-line", observe.DefaultMaxLine, "longest line parsed, bytes, 1024 to 1 GiB (held whole: a memory bound); a longer one is counted and skipped")
 	f.StringVarP(&o, "output", "o", "table", "output: table, json, sql (the query for a log store), logql (for Loki) or csv (the rows to load)")
 	f.StringVar(&dialect, "dialect", string(observe.Postgres), "-o sql: postgres or clickhouse")
 	f.StringVar(&table, "table", "access_log", "-o sql, --postgres: the table of attempts (the columns -o csv writes)")
@@ -399,7 +399,12 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return total, []error{err}
+		// Named as the user gave it (-f PATH): os' "stat PATH" names a system call, not the flag.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return total, []error{fmt.Errorf("-f %s: %w", path, err)}
 	}
 	if !fi.IsDir() {
 		readFile(path)

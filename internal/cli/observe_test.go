@@ -78,7 +78,7 @@ func TestObserveBadInput(t *testing.T) {
 		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json, sql, logql, csv)` + "\n"},
 		{[]string{"observe", "--from-cluster", "-f", "x"}, "retrycap: observe: --from-cluster reads no files; drop -f and the arguments\n"},
 		{[]string{"observe", "-l", "app=x"}, "retrycap: observe: -l and -A need --from-cluster\n"},
-		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\nretrycap: observe: stat /nonexistent/retrycap: no such file or directory\n"},
+		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\nretrycap: observe: -f /nonexistent/retrycap: no such file or directory\n"},
 		// Before: passed over, the whole input read as if it were the last 40 minutes, or the
 		// namespace's pods.
 		{[]string{"observe", "--since", "40m", "-f", "x.log"}, "retrycap: observe: --since 40m0s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)\n"},

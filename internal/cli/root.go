@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -179,6 +181,31 @@ func loadKubeconfig(explicit, context string) (clientcmd.ClientConfig, *rest.Con
 				looked = []string{"none: $KUBECONFIG is empty and there is no home directory"}
 			}
 			return nil, nil, fmt.Errorf("loading the kubeconfig: no cluster found: looked at %s, and not running in a pod; give --kubeconfig or set KUBECONFIG", strings.Join(looked, ", "))
+		}
+		// The flag the user typed is named with its value: client-go's own words name neither
+		// ("stat /x: no such file", "context \"x\" does not exist").
+		if explicit != "" {
+			if _, serr := os.Stat(explicit); serr != nil {
+				var pe *fs.PathError
+				if errors.As(serr, &pe) {
+					serr = pe.Err
+				}
+				return nil, nil, fmt.Errorf("loading the kubeconfig: --kubeconfig %q: %w", explicit, serr)
+			}
+		}
+		if context != "" {
+			if raw, rerr := cc.RawConfig(); rerr == nil {
+				if _, ok := raw.Contexts[context]; !ok {
+					names := "none"
+					if len(raw.Contexts) > 0 {
+						names = strings.Join(slices.Sorted(maps.Keys(raw.Contexts)), ", ")
+					}
+					return nil, nil, fmt.Errorf("loading the kubeconfig: --context %q: not in the kubeconfig (its contexts: %s)", context, names)
+				}
+			}
+		}
+		if explicit != "" {
+			return nil, nil, fmt.Errorf("loading the kubeconfig: --kubeconfig %q: %w", explicit, err)
 		}
 		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -64,6 +65,17 @@ var _ = Describe("ClusterRetryPolicy validator", Ordered, func() {
 			"spec.entrypoints[0].clientAttempts: 2 exceeds spec.maxAmplification 1: every chain from web.vc-shop is over the cap whatever its services retry, and no rewrite can fit",
 			`spec.entrypoints[1].service: "mobile.vc-shop" is not the service of any workload this policy selects (yet)`,
 			"spec.maxAmplification: the current graph already exceeds the cap (client -x2-> web.vc-shop -x3-> order.vc-orders -x3-> payment.vc-payments = 18 > cap 1): deploys that raise retries on those paths will be refused",
+		}))
+	})
+
+	It("warns of a maxTimeToAnswer the chain across namespaces already exceeds, under Rewrite", func() {
+		c, warnings := gateClient()
+		p := policy("vc-slow", 20)
+		p.Spec.Enforcement = v1alpha1.EnforcementRewrite
+		p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: 1500 * time.Millisecond}
+		Expect(c.Create(ctx, p)).To(Succeed())
+		Expect(warnings.take()).To(Equal([]string{
+			"spec.maxTimeToAnswer: the current graph already exceeds it (client -x2-> web.vc-shop 6.3s -> order.vc-orders 6.3s -> payment.vc-payments ? = 12.6s > maxTimeToAnswer 1.5s): deploys that lengthen those chains will be rewritten where fewer attempts fit, else refused",
 		}))
 	})
 

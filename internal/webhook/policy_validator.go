@@ -130,6 +130,23 @@ func specWarnings(spec *v1alpha1.RetryPolicySpec, g checkedGraph) admission.Warn
 		warnings = append(warnings, fmt.Sprintf("spec.maxAmplification: the current graph already exceeds the cap (%s): deploys that raise retries on those paths will be %s",
 			worst, modeConsequence(spec.Enforcement)))
 	}
+	// The same for spec.maxTimeToAnswer, which the gate enforces alike: before, a policy whose
+	// chains were already over it was admitted without a word, and only the status said so
+	// (WithinMaxTime False).
+	if spec.MaxTimeToAnswer != nil {
+		if ta := g.r.AnalyzeTime(); ta != nil && ta.OverMax() {
+			worst := ta.Violations[0].Message
+			if more := max(ta.ViolationsTotal, len(ta.Violations)) - 1; more > 0 {
+				worst += fmt.Sprintf("; and %d more chains", more)
+			}
+			consequence := modeConsequence(spec.Enforcement)
+			if spec.Enforcement == v1alpha1.EnforcementRewrite {
+				consequence = "rewritten where fewer attempts fit, else refused"
+			}
+			warnings = append(warnings, fmt.Sprintf("spec.maxTimeToAnswer: the current graph already exceeds it (%s): deploys that lengthen those chains will be %s",
+				worst, consequence))
+		}
+	}
 	return warnings
 }
 

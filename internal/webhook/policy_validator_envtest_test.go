@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -58,6 +59,18 @@ var _ = Describe("RetryPolicy validator", Ordered, func() {
 			"spec.entrypoints[0].clientAttempts: 2 exceeds spec.maxAmplification 1: every chain from gateway is over the cap whatever its services retry, and no rewrite can fit",
 			`spec.entrypoints[1].service: "mobile-bff" is not the service of any workload this policy selects in namespace validate-shop (yet)`,
 			"spec.maxAmplification: the current graph already exceeds the cap (client -x2-> gateway -x3-> order -x3-> payment = 18 > cap 1): deploys that raise retries on those paths will be refused",
+		}))
+	})
+
+	// A maxTimeToAnswer the current chains already exceed is said at admission, as a cap already
+	// exceeded is (before: admitted without a word; only the status's WithinMaxTime said so).
+	It("warns of a maxTimeToAnswer the current graph already exceeds, with the worst chain", func() {
+		c, warnings := gateClient()
+		p := policy("slow")
+		p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: 1500 * time.Millisecond}
+		Expect(c.Create(ctx, p)).To(Succeed())
+		Expect(warnings.take()).To(Equal([]string{
+			"spec.maxTimeToAnswer: the current graph already exceeds it (client -x2-> gateway 6.3s -> order 6.3s -> payment ? = 12.6s > maxTimeToAnswer 1.5s): deploys that lengthen those chains will be refused",
 		}))
 	})
 

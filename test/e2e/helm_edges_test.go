@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
@@ -290,4 +291,70 @@ func TestHelmExcludedNamespacesAreNames(t *testing.T) {
 		refused(t, "--set "+set, out, errOut, err, want)
 	}
 	renderHelm(t, "--set", "excludedNamespaces={kube-system,cert-manager,team-a1}")
+}
+
+// Values the API server would refuse in the rendered objects are refused by the schema, naming
+// the value's path and the value, before anything is installed. Before: each rendered, and
+// `helm install` created the CRDs and the RBAC objects and then failed on the Deployment (a
+// negative CPU request, a priorityClassName, an imagePullSecret or a Secret volume named
+// "Bad_Name", a Secret key "../token" as a projected path) or the PodMonitor (a label key
+// "Bad Key"), leaving a failed release behind.
+func TestHelmSchemaRefusesWhatTheAPIServerWould(t *testing.T) {
+	const subdomain = `'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$'`
+	for set, want := range map[string]string{
+		"resources.requests.cpu=-1":                   "- at '/resources/requests/cpu': minimum: got -1, want 0\n",
+		"resources.limits.memory=-512":                "- at '/resources/limits/memory': minimum: got -512, want 0\n",
+		"priorityClassName=Bad_Name":                  "- at '/priorityClassName': 'Bad_Name' does not match pattern " + subdomain + "\n",
+		"prometheus.auth.secretName=Bad_Name":         "- at '/prometheus/auth/secretName': 'Bad_Name' does not match pattern " + subdomain + "\n",
+		"imagePullSecrets[0].name=Bad_Name":           "- at '/imagePullSecrets/0/name': 'Bad_Name' does not match pattern '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'\n",
+		"prometheus.auth.bearerTokenKey=../token":     "- at '/prometheus/auth/bearerTokenKey': '../token' does not match pattern '^[-._a-zA-Z0-9]*$'\n",
+		"monitoring.podMonitors.labels.Bad Key=x":     "- at '/monitoring/podMonitors/labels': additional properties 'Bad Key' not allowed\n",
+		"nodeSelector.a/b/c=x":                        "- at '/nodeSelector': additional properties 'a/b/c' not allowed\n",
+		"nodeSelector.disk=fast ssd":                  "- at '/nodeSelector/disk': 'fast ssd' does not match pattern '^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$'\n",
+		"monitoring.prometheusRule.labels.team=-ops-": "- at '/monitoring/prometheusRule/labels/team': '-ops-' does not match pattern '^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$'\n",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nretrycap:\n"+want)
+	}
+
+	// What the API server takes still renders, as given.
+	var dep appsv1.Deployment
+	objs := renderHelm(t, "--set", `priorityClassName=system-cluster-critical,nodeSelector.kubernetes\.io/os=linux,imagePullSecrets[0].name=regcred.v2,resources.requests.cpu=0,monitoring.podMonitors.enabled=true,monitoring.podMonitors.labels.release=kube-prometheus-stack`)
+	objs.get(t, "Deployment", "retrycap-controller-manager", &dep)
+	spec := dep.Spec.Template.Spec
+	if spec.PriorityClassName != "system-cluster-critical" || spec.NodeSelector["kubernetes.io/os"] != "linux" || spec.Containers[0].Resources.Requests.Cpu().String() != "0" {
+		t.Errorf("rendered priorityClassName %q, nodeSelector %v, cpu request %s", spec.PriorityClassName, spec.NodeSelector, spec.Containers[0].Resources.Requests.Cpu())
+	}
+	// The pull secrets are the ServiceAccount's, as cert-manager's chart puts them.
+	var sa corev1.ServiceAccount
+	objs.get(t, "ServiceAccount", "retrycap-controller-manager", &sa)
+	if len(sa.ImagePullSecrets) != 1 || sa.ImagePullSecrets[0].Name != "regcred.v2" {
+		t.Errorf("ServiceAccount imagePullSecrets %v, want [regcred.v2]", sa.ImagePullSecrets)
+	}
+	if pm := objs["PodMonitor retrycap-manager"]; pm == nil {
+		t.Errorf("no PodMonitor retrycap-manager among %q", objs.keys())
+	} else if labels := pm.GetLabels(); labels["release"] != "kube-prometheus-stack" {
+		t.Errorf("PodMonitor labels %v, want release: kube-prometheus-stack among them", labels)
+	}
+}
+
+// Prometheus credentials the manager refuses at start were rendered: the install succeeded and
+// the manager pods then crash-looped (`--prometheus-username "u": --prometheus-password-file is
+// required with it`), or a key without its Secret was dropped without a word (no CA: an https
+// Prometheus then failed verification). Refused at render now, naming the values. With the url
+// empty nothing is rendered, and nothing is checked (TestHelmValues: the url is the switch).
+func TestHelmPrometheusAuthRefusedLikeTheManager(t *testing.T) {
+	const url = "prometheus.url=https://prometheus.monitoring:9091,"
+	for set, want := range map[string]string{
+		url + "prometheus.auth.caKey=ca.crt":                                         `prometheus.auth.caKey "ca.crt": a key of the Secret prometheus.auth.secretName, which is empty; set prometheus.auth.secretName`,
+		url + "prometheus.auth.bearerTokenKey=token":                                 `prometheus.auth.bearerTokenKey "token": a key of the Secret prometheus.auth.secretName, which is empty; set prometheus.auth.secretName`,
+		url + "prometheus.auth.secretName=prom,prometheus.auth.username=retrycap":    `prometheus.auth.username "retrycap": basic auth needs prometheus.auth.passwordKey (the Secret's key holding the password)`,
+		url + "prometheus.auth.secretName=prom,prometheus.auth.passwordKey=password": `prometheus.auth.passwordKey "password": basic auth needs prometheus.auth.username`,
+		url + "prometheus.auth.serviceAccountToken=true,prometheus.auth.secretName=prom,prometheus.auth.username=u,prometheus.auth.passwordKey=pw": "prometheus.auth: a bearer token (serviceAccountToken or bearerTokenKey) and basic auth (username, passwordKey) exclude each other; keep one",
+		url + "prometheus.auth.serviceAccountToken=true,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token":                      `prometheus.auth: serviceAccountToken and bearerTokenKey "token" are two bearer tokens; keep one`,
+		url + "prometheus.cluster= ": "- at '/prometheus/cluster': ' ' does not match pattern '^(.*\\\\S.*)?$'",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, want)
+	}
 }

@@ -24,7 +24,7 @@ var _ = Describe("upgrading over policies stored before the duration bounds", fu
 	const (
 		ns        = "e2e-upgrade"
 		clusterNS = "e2e-upgrade-cluster"
-		written   = `, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+		written   = `, written as 1 to 5 parts of up to 5 digits (and a fraction, as Go writes 1.5s) and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 		skipNote  = " (the injector skips this policy's pods until it is fixed)"
 	)
 	crds := func(dir string) string {
