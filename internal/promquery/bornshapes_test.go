@@ -132,8 +132,9 @@ func TestCounterOfANewPodAgainstPrometheus(t *testing.T) {
 }
 
 // istioRecordingRules are the recording rules of Istio's "Observability best practices"
-// (istio.io content/en/docs/ops/best-practices/observability/index.md, "Workload-level
-// aggregation via recording rules", Plain Prometheus Rules; Apache-2.0), the interval scaled
+// (istio.io, section "Workload-level aggregation via recording rules", Plain Prometheus
+// Rules, of the page content/en/docs/ops/best-practices/observability/index.md in the
+// istio.io repository; Apache-2.0), the interval scaled
 // from 5s to the test's 100ms.
 const istioRecordingRules = `groups:
 - name: "istio.recording-rules"
