@@ -228,7 +228,7 @@ func looseJSONIdent(js []byte) string {
 // line. kubectl reads such a document as JSON first, then as YAML.
 func jsonSyntaxAt(err error, d document) error {
 	t := bytes.TrimLeft(d.raw, " \t\r\n")
-	if len(t) == 0 || t[0] != '{' {
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' {
 		return err
 	}
 	var v any

@@ -672,19 +672,30 @@ func jsonStream(d document) []document {
 	dec := json.NewDecoder(bytes.NewReader(d.raw))
 	var out []document
 	start := int64(0)
+	// at is the part of the document from start to end as a document of its own.
+	at := func(start, end int64) document {
+		raw := d.raw[start:end]
+		// The value's first line: the document's, plus the lines before the value.
+		lead := len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))
+		line := d.line - leadingBlanks(d.raw) + bytes.Count(d.raw[:int(start)+lead], []byte("\n"))
+		return document{raw: raw[lead:], line: line}
+	}
 	for {
 		var v json.RawMessage
 		if err := dec.Decode(&v); err == io.EOF {
 			break
 		} else if err != nil {
-			return []document{d}
+			rest := at(start, int64(len(d.raw)))
+			if len(out) == 0 || rest.raw[0] != '{' && rest.raw[0] != '[' {
+				return []document{d}
+			}
+			// A later value that does not parse is a document of its own, so that its error
+			// names it, its line and the parser's message (before, the first value was
+			// blamed for "text after the object").
+			return append(out, rest)
 		}
 		end := dec.InputOffset()
-		raw := d.raw[start:end]
-		// The value's first line: the document's, plus the lines before the value.
-		lead := len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))
-		line := d.line - leadingBlanks(d.raw) + bytes.Count(d.raw[:int(start)+lead], []byte("\n"))
-		out = append(out, document{raw: raw[lead:], line: line})
+		out = append(out, at(start, end))
 		start = end
 	}
 	if len(out) < 2 {
