@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze"
 	"github.com/retrycap/retrycap/internal/promquery"
 	"github.com/retrycap/retrycap/internal/telemetry"
-	"github.com/retrycap/retrycap/internal/textbom"
 )
 
 // NewDiscoverCmd returns `discover`: the retrycap.dev/upstreams each workload needs, from the
@@ -241,24 +239,17 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 			errs = append(errs, fmt.Errorf("%s: document %d: %w", name, n, err))
 		}
 	}}
-	read := func(file string, data []byte) {
+	// The analyze reader reads each stream as analyze does: at most analyze.MaxInputBytes (a
+	// stream that never ends, -f /dev/zero, is refused, not read until memory runs out) and a
+	// byte-order mark decoded.
+	read := func(file string, in io.Reader) {
 		name, n = file, 0
-		// A byte-order mark read as analyze reads it (the env reader would see UTF-16 as junk).
-		data, err := textbom.Bytes(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", file, err))
-			return
-		}
-		more := rd.Read(m, file, bytes.NewReader(data)) // before the append: Each appends to errs too
+		more := rd.Read(m, file, in) // before the append: Each appends to errs too
 		errs = append(errs, more...)
 	}
 	for _, p := range files {
 		if p == "-" {
-			data, err := io.ReadAll(stdin)
-			if err != nil {
-				return m, ms, append(errs, fmt.Errorf("stdin: %w", err))
-			}
-			read("-", data)
+			read("-", stdin)
 			continue
 		}
 		paths, err := rd.Files(m, p)
@@ -266,11 +257,12 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 			return m, ms, append(errs, err)
 		}
 		for _, f := range paths {
-			data, err := os.ReadFile(f)
+			fh, err := os.Open(f)
 			if err != nil {
 				return m, ms, append(errs, err)
 			}
-			read(f, data)
+			read(f, fh)
+			fh.Close()
 		}
 	}
 	for _, k := range kustomizations {

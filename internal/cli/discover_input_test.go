@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/retrycap/retrycap/internal/analyze"
+)
+
+// cappedZeros is /dev/zero as a reader, counting what was read from it; past limit it fails,
+// so that a reader without a bound fails the test instead of exhausting the machine's memory.
+type cappedZeros struct{ n, limit int64 }
+
+func (z *cappedZeros) Read(p []byte) (int, error) {
+	if z.n >= z.limit {
+		return 0, errors.New("read past the test's limit")
+	}
+	p = p[:min(int64(len(p)), z.limit-z.n)]
+	clear(p)
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+// discover -f - (and -f FILE) on a stream that never ends is read up to analyze.MaxInputBytes
+// (64 MiB) and one byte and refused, naming it, as analyze refuses it (before: discover read
+// stdin and files whole with no bound, -f /dev/zero until memory ran out).
+func TestDiscoverEndlessInputBounded(t *testing.T) {
+	z := &cappedZeros{limit: 4 * analyze.MaxInputBytes}
+	var out, errb bytes.Buffer
+	code := execute([]string{"discover", "-f", "-"}, z, &out, &errb)
+	const want = "error: -: more than 64 MiB: not read (retrycap reads at most 64 MiB from one file or stream; a device such as /dev/zero, or a stream that does not end?): split the input, or name its parts one by one with -f\n" +
+		"retrycap: discover: 1 error(s) in the input\n"
+	if code != 2 || out.String() != "" || errb.String() != want {
+		t.Fatalf("exit %d, stdout %q, stderr\n%s\nwant exit 2, no stdout, stderr\n%s", code, out.String(), errb.String(), want)
+	}
+	if z.n != analyze.MaxInputBytes+1 {
+		t.Fatalf("read %d bytes, want %d (the bound and one byte)", z.n, analyze.MaxInputBytes+1)
+	}
+	// A file at the bound exactly is read.
+	in := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"
+	in += strings.Repeat("#", analyze.MaxInputBytes-len(in)-1) + "\n"
+	code, _, stderr := run(t, in, "discover", "-f", "-")
+	if strings.Contains(stderr, "more than 64 MiB") || code != 2 || !strings.Contains(stderr, "nothing") {
+		t.Fatalf("exit %d, stderr %q: want the file read and nothing found (exit 2)", code, stderr)
+	}
+}
