@@ -118,6 +118,8 @@ type ManifestSet struct {
 	Services   []ServiceDef
 	configMaps map[string]map[string]string // namespace/name -> data
 	pods       []podRaw
+	// podAt and serviceAt index pods and Services by kind/namespace/name and namespace/name.
+	podAt, serviceAt map[string]int
 	// DefaultNamespace is the namespace of objects that name none ("default" when empty).
 	DefaultNamespace string
 }
@@ -127,7 +129,7 @@ func NewManifestSet(defaultNamespace string) *ManifestSet {
 	if defaultNamespace == "" {
 		defaultNamespace = "default"
 	}
-	return &ManifestSet{configMaps: map[string]map[string]string{}, DefaultNamespace: defaultNamespace}
+	return &ManifestSet{configMaps: map[string]map[string]string{}, podAt: map[string]int{}, serviceAt: map[string]int{}, DefaultNamespace: defaultNamespace}
 }
 
 // AddStream reads a stream of YAML (or JSON) documents. Documents that are not objects of the
@@ -188,7 +190,7 @@ func (s *ManifestSet) AddObject(js []byte) error {
 		if o, isPod := obj.(*corev1.Pod); isPod {
 			ns(&o.ObjectMeta)
 			if !workload.Covered(k.Kind, &o.ObjectMeta) {
-				s.pods = append(s.pods, podRaw{k.Kind, o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
+				s.addPod(podRaw{k.Kind, o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
 			}
 			return nil
 		}
@@ -200,7 +202,7 @@ func (s *ManifestSet) AddObject(js []byte) error {
 		}
 		ns(meta)
 		if !workload.Covered(kind, meta) {
-			s.pods = append(s.pods, podRaw{kind, *meta, *tmpl})
+			s.addPod(podRaw{kind, *meta, *tmpl})
 		}
 		return nil
 	}
@@ -226,9 +228,31 @@ func (s *ManifestSet) AddObject(js []byte) error {
 			}
 			d.Ports = append(d.Ports, ServicePort{Name: p.Name, AppProtocol: ap, Port: p.Port})
 		}
+		// A Service given twice is the later, as for workloads (addPod).
+		key := d.Namespace + "/" + d.Name
+		if i, ok := s.serviceAt[key]; ok {
+			s.Services[i] = d
+			return nil
+		}
+		s.serviceAt[key] = len(s.Services)
 		s.Services = append(s.Services, d)
 	}
 	return nil
+}
+
+// addPod adds p, in place of an object of the same kind, namespace and name read before: an
+// object given twice is the later, as analyze reads it ("the later wins"), and as kubectl apply
+// leaves it. Before, both were kept and discover proposed the calls of an object that analyze
+// had replaced (linkerd2's test/integration: Deployment default/slow-cooker in five files, the
+// upstreams of all five proposed).
+func (s *ManifestSet) addPod(p podRaw) {
+	key := p.kind + "/" + p.meta.Namespace + "/" + p.meta.Name
+	if i, ok := s.podAt[key]; ok {
+		s.pods[i] = p
+		return
+	}
+	s.podAt[key] = len(s.pods)
+	s.pods = append(s.pods, p)
 }
 
 // Pods resolves every workload's env (ConfigMap references against the ConfigMaps read) and
@@ -248,6 +272,25 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 				// Linkerd's LINKERD2_PROXY_DESTINATION_SVC_ADDR), not calls the app makes.
 				continue
 			}
+			// The container's environment as the kubelet builds it: a name set again overrides
+			// what came before it (the last envFrom source wins; env over envFrom; a later env
+			// entry over an earlier), whatever the later value's source (a Secret's, a field's,
+			// whose values are not read). Before, every value was read, and a ConfigMap's URL that
+			// the container's own env overrides was proposed as a call. unset marks an
+			// overridden value by its index in env.
+			var env []EnvVar
+			at, unset := map[string]int{}, map[int]bool{}
+			set := func(name string, v *EnvVar) {
+				if i, ok := at[name]; ok {
+					unset[i] = true
+				}
+				if v == nil {
+					delete(at, name)
+					return
+				}
+				at[name] = len(env)
+				env = append(env, *v)
+			}
 			for _, ef := range c.EnvFrom {
 				if ef.ConfigMapRef == nil {
 					continue
@@ -265,13 +308,13 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 				}
 				sort.Strings(keys)
 				for _, k := range keys {
-					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: ef.Prefix + k, Value: data[k], From: fmt.Sprintf("ConfigMap %s key %s", ef.ConfigMapRef.Name, k)})
+					set(ef.Prefix+k, &EnvVar{Container: c.Name, Name: ef.Prefix + k, Value: data[k], From: fmt.Sprintf("ConfigMap %s key %s", ef.ConfigMapRef.Name, k)})
 				}
 			}
 			for _, e := range c.Env {
 				switch {
 				case e.ValueFrom == nil:
-					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: e.Value})
+					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: e.Value})
 				case e.ValueFrom.ConfigMapKeyRef != nil:
 					ref := e.ValueFrom.ConfigMapKeyRef
 					data, ok := s.configMaps[pe.Namespace+"/"+ref.Name]
@@ -280,9 +323,17 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 						if ref.Optional == nil || !*ref.Optional {
 							warns = append(warns, fmt.Sprintf("%s %s/%s container %s: env %s names ConfigMap %q key %q, not in the input: its value is not read", pe.Kind, pe.Namespace, pe.Name, c.Name, e.Name, ref.Name, ref.Key))
 						}
+						set(e.Name, nil)
 						continue
 					}
-					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: v, From: fmt.Sprintf("ConfigMap %s key %s", ref.Name, ref.Key)})
+					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: v, From: fmt.Sprintf("ConfigMap %s key %s", ref.Name, ref.Key)})
+				default:
+					set(e.Name, nil) // a Secret's, a field's or a resource's: not read
+				}
+			}
+			for i, v := range env {
+				if !unset[i] {
+					pe.Env = append(pe.Env, v)
 				}
 			}
 			pe.Env = append(pe.Env, argItems(c)...)
