@@ -384,9 +384,6 @@ func splitDocuments(data []byte) []document {
 // line.
 var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
 
-// fileLines rewrites the document-relative line numbers of a YAML error into the file's (the
-// document starts at line first), and puts its lines on one ("yaml: unmarshal errors:\n  line
-// 3: key ... already set in map").
 // leadingBlanks counts the blank lines at the head of a document, which its line skips and the
 // parser counts.
 func leadingBlanks(raw []byte) int {
@@ -400,6 +397,9 @@ func leadingBlanks(raw []byte) int {
 	}
 }
 
+// fileLines rewrites the document-relative line numbers of a YAML error into the file's (the
+// document starts at line first), and puts its lines on one ("yaml: unmarshal errors:\n  line
+// 3: key ... already set in map").
 func fileLines(err error, first int) error {
 	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(s string) string {
 		n, _ := strconv.Atoi(yamlLine.FindStringSubmatch(s)[1])
@@ -468,7 +468,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 			}
 		}
 		if err != nil {
-			err = fileLines(err, d.line-leadingBlanks(d.raw))
+			err = fileLines(syntaxLine(err, d.raw), d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
 			err = invalidUTF8At(err, d)
 			err = jsonSyntaxAt(err, d)
