@@ -29,8 +29,12 @@ func groupKey(w string) string {
 	return numberRE.ReplaceAllString(k, "#")
 }
 
-// groupWarnings returns ws with each group of groupMin or more repeats replaced by its first,
-// followed by the count ("(and 154 more like it)"), in the order the groups first appear.
+// GroupWarnings returns ws with each group of groupMin or more repeats replaced by its first,
+// followed by the count ("(and 154 more like it)"), in the order the groups first appear:
+// discover prints its warnings so too.
+func GroupWarnings(ws []string) []string { return groupWarnings(ws) }
+
+// groupWarnings is GroupWarnings.
 func groupWarnings(ws []string) []string {
 	count := map[string]int{}
 	for _, w := range ws {

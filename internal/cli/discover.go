@@ -120,21 +120,29 @@ See docs/telemetry.md.`,
 			if cmd.Flags().Changed("namespace") {
 				in.InScope = func(ns string) bool { return ns == namespace }
 			}
+			// readWarns are what reading the manifests warned of: with the result's, they are
+			// printed grouped (analyze.GroupWarnings: a directory of 100 files gave 117 lines of
+			// "is also at", one per object) and listed whole in -o json and -o yaml.
+			var readWarns []string
+			printReadWarns := func() {
+				for _, w := range readWarns {
+					fmt.Fprintln(stderr, "warning:", w)
+				}
+			}
 			if len(files) > 0 || len(kustomizations) > 0 {
 				m, ms, errs := readDiscoverManifests(stdin, files, kustomizations, namespace, recursive)
 				for _, w := range m.Warnings {
-					fmt.Fprintln(stderr, "warning:", w)
-				}
-				for _, err := range errs {
-					fmt.Fprintln(stderr, "error:", err)
+					readWarns = append(readWarns, w.String())
 				}
 				if len(errs) > 0 {
+					printReadWarns()
+					for _, err := range errs {
+						fmt.Fprintln(stderr, "error:", err)
+					}
 					return bad("%d error(s) in the input", len(errs))
 				}
 				pods, warns := ms.Pods()
-				for _, w := range warns {
-					fmt.Fprintln(stderr, "warning:", w)
-				}
+				readWarns = append(readWarns, warns...)
 				in.Workloads, in.Pods, in.Services = m.Workloads, pods, ms.Services
 				if in.Pods == nil {
 					in.Pods = []telemetry.PodEnv{}
@@ -144,6 +152,7 @@ See docs/telemetry.md.`,
 				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer), IstioCluster: istioCluster, ReplicaLabels: replicaLabels,
 					ClusterLabels: clusterLabels, Cluster: cluster})
 				if err != nil {
+					printReadWarns()
 					return bad("%v", err)
 				}
 				ctx := cmd.Context()
@@ -152,12 +161,14 @@ See docs/telemetry.md.`,
 				}
 				ob, err := c.Graph(ctx, time.Now(), gateways)
 				if err != nil {
+					printReadWarns()
 					return bad("Prometheus at %s: %v", c.URL(), err)
 				}
 				in.Observation = ob
 			}
 			res := telemetry.Discover(in)
-			for _, w := range res.Warnings {
+			res.Warnings = append(readWarns, res.Warnings...)
+			for _, w := range analyze.GroupWarnings(res.Warnings) {
 				fmt.Fprintln(stderr, "warning:", w)
 			}
 			var err error

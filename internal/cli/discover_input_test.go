@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -94,5 +96,38 @@ func TestDiscoverEnvOverridesEnvFrom(t *testing.T) {
 	got, stderr := discoverUpstreams(t, "-f", "testdata/discover/input19/env-override.yaml")
 	if want := map[string][]string{"Deployment shop/web": {"cart", "order", "stock"}}; fmt.Sprint(got) != fmt.Sprint(want) || stderr != "" {
 		t.Fatalf("upstreams %v, stderr %q; want %v, none", got, stderr, want)
+	}
+}
+
+// discover's warnings are grouped on stderr as analyze's are (a directory of Istio's samples read
+// with -R gave 117 lines of "is also at", one per object given twice), and listed whole in -o
+// json, reading's with the result's (before: reading's were on stderr only, one line each).
+func TestDiscoverWarningsGrouped(t *testing.T) {
+	dir := t.TempDir()
+	var svcs, deploy strings.Builder
+	for _, n := range []string{"a", "b", "c", "d"} {
+		fmt.Fprintf(&svcs, "---\napiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: shop}\nspec: {selector: {app: %s}, ports: [{name: http, port: 8080}]}\n", n, n)
+	}
+	deploy.WriteString("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: app, image: x, env: [{name: A_URL, value: \"http://a:8080\"}]}]}\n")
+	for _, f := range []struct{ name, body string }{{"1.yaml", svcs.String()}, {"2.yaml", svcs.String()}, {"3.yaml", deploy.String()}} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := execute([]string{"discover", "-f", dir, "-o", "json"}, strings.NewReader(""), &out, &errb); code != ExitOK {
+		t.Fatalf("exit %d, stderr\n%s", code, errb.String())
+	}
+	f1, f2 := filepath.Join(dir, "1.yaml"), filepath.Join(dir, "2.yaml")
+	want := "warning: " + f2 + ": document 1: Service shop/a is also at " + f1 + ": document 1: the later wins (and 3 more like it; -o json lists them all)\n"
+	if errb.String() != want {
+		t.Fatalf("stderr\n%s\nwant\n%s", errb.String(), want)
+	}
+	var res struct{ Warnings []string }
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 4 || res.Warnings[3] != f2+": document 4: Service shop/d is also at "+f1+": document 4: the later wins" {
+		t.Fatalf("warnings %q: want the 4, the last of Service shop/d", res.Warnings)
 	}
 }
