@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,7 +144,8 @@ See docs/telemetry.md.`,
 				}
 				pods, warns := ms.Pods()
 				readWarns = append(readWarns, warns...)
-				in.Workloads, in.Pods, in.Services = m.Workloads, pods, ms.Services
+				pods, services := readObjects(m, pods, ms.Services)
+				in.Workloads, in.Pods, in.Services = m.Workloads, pods, services
 				if in.Pods == nil {
 					in.Pods = []telemetry.PodEnv{}
 				}
@@ -282,4 +284,21 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 		errs = append(errs, more...)
 	}
 	return m, ms, errs
+}
+
+// readObjects keeps of the env reader's pods and Services those analyze read as objects: a
+// document it skipped (a Helm template that parses, "name: '{{ .Release.Name }}-web'") is no
+// workload and no Service. Before, discover proposed a patch for Deployment
+// shop/{{ .Release.Name }}-web from its env, exit 0.
+func readObjects(m *analyze.Manifests, pods []telemetry.PodEnv, services []telemetry.ServiceDef) ([]telemetry.PodEnv, []telemetry.ServiceDef) {
+	workloads, svcs := map[string]bool{}, map[string]bool{}
+	for _, w := range m.Workloads {
+		workloads[w.Key()] = true
+	}
+	for _, s := range m.Services {
+		svcs[s.Namespace+"/"+s.Name] = true
+	}
+	pods = slices.DeleteFunc(pods, func(p telemetry.PodEnv) bool { return !workloads[p.Key()] })
+	services = slices.DeleteFunc(services, func(s telemetry.ServiceDef) bool { return !svcs[s.Namespace+"/"+s.Name] })
+	return pods, services
 }

@@ -131,3 +131,15 @@ func TestDiscoverWarningsGrouped(t *testing.T) {
 		t.Fatalf("warnings %q: want the 4, the last of Service shop/d", res.Warnings)
 	}
 }
+
+// A document analyze skips (a Helm template that parses) is no workload for discover either:
+// before, it proposed a patch for Deployment shop/{{ .Release.Name }}-web from its env, exit 0.
+func TestDiscoverSkipsWhatAnalyzeSkips(t *testing.T) {
+	code, out, stderr := run(t, "", "discover", "-f", "testdata/discover/input19/helm-template-parses.yaml.tmpl", "-o", "patch")
+	const wantOut = "# nothing to patch: no workload with a call was found\n"
+	const wantErr = `warning: testdata/discover/input19/helm-template-parses.yaml.tmpl: document 1: looks like a Helm template (metadata.name "{{ .Release.Name }}-web", metadata.namespace "shop"): skipped (run helm template first)` + "\n" +
+		"retrycap: discover: nothing found: no env value of 0 workload(s) names a Service\n"
+	if code != ExitBadInput || out != wantOut || stderr != wantErr {
+		t.Fatalf("exit %d, stdout\n%s\nstderr\n%s\nwant exit %d, stdout\n%s\nstderr\n%s", code, out, stderr, ExitBadInput, wantOut, wantErr)
+	}
+}
