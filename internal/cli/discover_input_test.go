@@ -143,3 +143,16 @@ func TestDiscoverSkipsWhatAnalyzeSkips(t *testing.T) {
 		t.Fatalf("exit %d, stdout\n%s\nstderr\n%s\nwant exit %d, stdout\n%s\nstderr\n%s", code, out, stderr, ExitBadInput, wantOut, wantErr)
 	}
 }
+
+// A host under a top-level domain of the Internet (grpcs://foo.com, Kuma's global control plane
+// address) is not Service foo of namespace com: before, foo.com was proposed as an upstream.
+func TestDiscoverInternetHostIsNoService(t *testing.T) {
+	got, stderr := discoverUpstreams(t, "-f", "testdata/discover/input19/kuma-global-address.yaml")
+	if want := map[string][]string{"Deployment kuma-system/kuma-control-plane": {"kuma-other"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("upstreams %v, want %v", got, want)
+	}
+	const warn = `warning: env: 1 value(s) name a host under a top-level domain of the Internet (name.com, name.io) and the input holds no Service of such a namespace: hosts outside the cluster, not edges (e.g. Deployment kuma-system/kuma-control-plane env KUMA_MULTIZONE_ZONE_GLOBAL_ADDRESS="grpcs://foo.com")` + "\n"
+	if stderr != warn {
+		t.Fatalf("stderr\n%s\nwant\n%s", stderr, warn)
+	}
+}
