@@ -444,27 +444,38 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
-		if err := aliasBound(d.raw); err != nil {
-			docs = append(docs, parsed{src, nil, r.nameDocumentError(err, d)})
-			continue
-		}
-		// Strict: a key given twice in one mapping is an error, as the API server's strict field
-		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
-		js, err := yamlToJSON(d.raw, true)
-		if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
-			// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's merge,
-			// which kubectl reads (the mapping's own value wins); the strict parser takes it for a
-			// key written twice.
-			js, err = yamlToJSON(d.raw, false)
-		}
-		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
-			helm = true
-		}
-		if err == nil {
-			if more, extra := afterFirst(d.raw); more {
-				m.warn(src, "more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'")
-			} else if extra != nil {
-				err = fmt.Errorf("text after the object: %w", extra)
+		// A document written as JSON is read as JSON (kubectl reads it so first): one pass of
+		// encoding/json instead of two of the YAML parser (the conversion, then afterFirst's look
+		// for text after it): 107 times its size allocated before, for a 2.9 MB VirtualService
+		// (TestReadHugeJSONDocumentBounded). Anything it does not take (a key twice, a number it
+		// cannot write as the YAML path does, text after the value) takes the YAML path below,
+		// whose errors say what is wrong.
+		js, isJSON := jsonDocument(d.raw)
+		var err error
+		if !isJSON {
+			if err := aliasBound(d.raw); err != nil {
+				docs = append(docs, parsed{src, nil, r.nameDocumentError(err, d)})
+				continue
+			}
+			// Strict: a key given twice in one mapping is an error, as the API server's strict
+			// field validation (kubectl's default) makes it; YAMLToJSON would keep the later
+			// silently.
+			js, err = yamlToJSON(d.raw, true)
+			if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
+				// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's
+				// merge, which kubectl reads (the mapping's own value wins); the strict parser
+				// takes it for a key written twice.
+				js, err = yamlToJSON(d.raw, false)
+			}
+			if err != nil && bytes.Contains(d.raw, []byte("{{")) {
+				helm = true
+			}
+			if err == nil {
+				if more, extra := afterFirst(d.raw); more {
+					m.warn(src, "more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'")
+				} else if extra != nil {
+					err = fmt.Errorf("text after the object: %w", extra)
+				}
 			}
 		}
 		if err != nil {
@@ -498,8 +509,9 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 // MaxInputBytes bounds what is read from one file or stream (a -k build's output too): a
 // device (-f /dev/zero) or a stream that does not end was read until memory ran out. Reading
 // one document takes some 25 times its size live at its peak (the YAML parser's node tree and
-// the map decoded from it; 42x in heap, 55-63x in RSS: docs/benchmarks.md), a file of many
-// documents that of its largest one and the JSON of all; the largest real inputs (a rendered chart
+// the map decoded from it; 42x in heap, 55-63x in RSS: docs/benchmarks.md; a document written
+// as JSON is read by encoding/json instead, 38x allocated in all where the YAML path took 107x:
+// jsonDocument), a file of many documents that of its largest one and the JSON of all; the largest real inputs (a rendered chart
 // with its CRDs, kubectl get -A -o yaml of a large cluster) are a few MiB to a few tens.
 const MaxInputBytes = 64 << 20
 
