@@ -156,3 +156,14 @@ func TestDiscoverInternetHostIsNoService(t *testing.T) {
 		t.Fatalf("stderr\n%s\nwant\n%s", stderr, warn)
 	}
 }
+
+// $(NAME) in an env value or an argument is expanded as the kubelet expands it: before,
+// "http://$(ORDER_HOST):8080/orders" and "--cart=$(CART_ADDR)" named nothing. A reference to a
+// variable defined after it, and an escaped $$(NAME), stay as written (late and stock are not
+// called).
+func TestDiscoverExpandsEnvReferences(t *testing.T) {
+	got, stderr := discoverUpstreams(t, "-f", "testdata/discover/input19/env-expand.yaml")
+	if want := map[string][]string{"Deployment shop/web": {"cart", "order"}}; fmt.Sprint(got) != fmt.Sprint(want) || stderr != "" {
+		t.Fatalf("upstreams %v, stderr %q; want %v, none", got, stderr, want)
+	}
+}

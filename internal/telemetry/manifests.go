@@ -66,7 +66,7 @@ func IsManifestSource(s string) bool {
 
 // argItems are a container's command and args as EnvVars (Arg true), a "-flag=value" item read
 // as its value.
-func argItems(c corev1.Container) []EnvVar {
+func argItems(c corev1.Container, vars map[string]string) []EnvVar {
 	var out []EnvVar
 	for _, list := range []struct {
 		name  string
@@ -80,10 +80,49 @@ func argItems(c corev1.Container) []EnvVar {
 				}
 				a = v
 			}
-			out = append(out, EnvVar{Container: c.Name, Name: fmt.Sprintf("%s[%d]", list.name, i), Value: a, Arg: true})
+			out = append(out, EnvVar{Container: c.Name, Name: fmt.Sprintf("%s[%d]", list.name, i), Value: expandVars(a, vars), Arg: true})
 		}
 	}
 	return out
+}
+
+// expandVars expands the $(NAME) references of s to the values of vars, as the kubelet expands
+// an env value (against the variables before it), command and args (against all of the
+// container's): "$$" is a "$", and a reference to a name not in vars is left as written (the
+// kubelet leaves it so; a Secret's value is not read here). Before, "http://$(ORDER_HOST):8080"
+// named nothing.
+func expandVars(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
 
 // String names the variable for an edge's source: "PAYMENT_ADDR (container app)", with its
@@ -280,16 +319,19 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 			// overridden value by its index in env.
 			var env []EnvVar
 			at, unset := map[string]int{}, map[int]bool{}
+			vars := map[string]string{} // the values defined so far, for $(NAME) (expandVars)
 			set := func(name string, v *EnvVar) {
 				if i, ok := at[name]; ok {
 					unset[i] = true
 				}
 				if v == nil {
 					delete(at, name)
+					delete(vars, name)
 					return
 				}
 				at[name] = len(env)
 				env = append(env, *v)
+				vars[name] = v.Value
 			}
 			for _, ef := range c.EnvFrom {
 				if ef.ConfigMapRef == nil {
@@ -314,7 +356,7 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 			for _, e := range c.Env {
 				switch {
 				case e.ValueFrom == nil:
-					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: e.Value})
+					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: expandVars(e.Value, vars)})
 				case e.ValueFrom.ConfigMapKeyRef != nil:
 					ref := e.ValueFrom.ConfigMapKeyRef
 					data, ok := s.configMaps[pe.Namespace+"/"+ref.Name]
@@ -336,7 +378,7 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 					pe.Env = append(pe.Env, v)
 				}
 			}
-			pe.Env = append(pe.Env, argItems(c)...)
+			pe.Env = append(pe.Env, argItems(c, vars)...)
 		}
 		out = append(out, pe)
 	}
