@@ -167,3 +167,14 @@ func TestDiscoverExpandsEnvReferences(t *testing.T) {
 		t.Fatalf("upstreams %v, stderr %q; want %v, none", got, stderr, want)
 	}
 }
+
+// The containers other meshes and runtimes inject (Kuma's kuma-sidecar and kuma-init, Dapr's
+// daprd) address their control planes, not the app's upstreams: before,
+// kuma-control-plane.kuma-system, dapr-api.dapr-system and dapr-sentry.dapr-system were proposed
+// beside the app's one call.
+func TestDiscoverSkipsInjectedDataPlanes(t *testing.T) {
+	got, stderr := discoverUpstreams(t, "-f", "testdata/discover/input19/kuma-dapr-injected.yaml")
+	if want := map[string][]string{"Pod shop/busybox": {"order"}}; fmt.Sprint(got) != fmt.Sprint(want) || stderr != "" {
+		t.Fatalf("upstreams %v, stderr %q; want %v, none", got, stderr, want)
+	}
+}

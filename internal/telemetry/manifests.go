@@ -86,6 +86,15 @@ func argItems(c corev1.Container, vars map[string]string) []EnvVar {
 	return out
 }
 
+// dataPlaneSidecars are the containers other meshes and runtimes inject beside the app, whose env
+// and args address their control plane: Kuma's kuma-sidecar and kuma-init (kumahq/kuma
+// pkg/plugins/runtime/k8s/util/names.go; KUMA_CONTROL_PLANE_URL
+// http://kuma-control-plane.kuma-system:5681 was proposed as an upstream of every injected
+// workload), Dapr's daprd (dapr/dapr pkg/injector/consts SidecarContainerName; its
+// --control-plane-address, --placement-host-address and --sentry-address) and Consul's
+// consul-dataplane (its -addresses).
+var dataPlaneSidecars = map[string]bool{"kuma-sidecar": true, "kuma-init": true, "daprd": true, "consul-dataplane": true}
+
 // expandVars expands the $(NAME) references of s to the values of vars, as the kubelet expands
 // an env value (against the variables before it), command and args (against all of the
 // container's): "$$" is a "$", and a reference to a name not in vars is left as written (the
@@ -304,7 +313,7 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 		pe := PodEnv{Kind: p.kind, Namespace: p.meta.Namespace, Name: p.meta.Name, Labels: p.tmpl.Labels}
 		cs := append(append([]corev1.Container(nil), p.tmpl.Spec.InitContainers...), p.tmpl.Spec.Containers...)
 		for _, c := range cs {
-			if mesh.IsProxyContainer(c.Name) {
+			if mesh.IsProxyContainer(c.Name) || dataPlaneSidecars[c.Name] {
 				// The mesh's proxy (already injected, or Istio's gateways and ztunnel, which name
 				// their container istio-proxy): its env and args configure the proxy (CA_ADDR
 				// istiod.istio-system.svc:15012, ISTIO_META_OWNER kubernetes://apis/...,
