@@ -244,21 +244,30 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 	ms := telemetry.NewManifestSet(namespace)
 	var errs []error
 	name, n := "", 0 // the file being read and its object count, for the env reader's errors
+	var envErrs []error
 	// The env reader takes each object the analyze reader parsed (Reader.Each): one YAML parse
 	// of every file, not two.
 	rd := analyze.Reader{DefaultNamespace: namespace, Recursive: recursive, Each: func(js []byte) {
 		n++
 		if err := ms.AddObject(js); err != nil {
-			errs = append(errs, fmt.Errorf("%s: document %d: %w", name, n, err))
+			envErrs = append(envErrs, fmt.Errorf("%s: document %d: %w", name, n, err))
 		}
 	}}
 	// The analyze reader reads each stream as analyze does: at most analyze.MaxInputBytes (a
 	// stream that never ends, -f /dev/zero, is refused, not read until memory runs out) and a
-	// byte-order mark decoded.
+	// byte-order mark decoded. The env reader's errors of a file count only when the analyze
+	// reader found none in it: it decodes the same objects into the same types, and its errors
+	// ("decoding a Deployment: json: cannot unmarshal number into Go struct field
+	// EnvVar.spec.template.spec.containers.env.value of type string") said again, less well,
+	// what analyze's had said (before, each such document was two errors).
 	read := func(file string, in io.Reader) {
-		name, n = file, 0
-		more := rd.Read(m, file, in) // before the append: Each appends to errs too
-		errs = append(errs, more...)
+		name, n, envErrs = file, 0, nil
+		more := rd.Read(m, file, in)
+		if len(more) > 0 {
+			errs = append(errs, more...)
+		} else {
+			errs = append(errs, envErrs...)
+		}
 	}
 	for _, p := range files {
 		if p == "-" {
@@ -279,9 +288,13 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 		}
 	}
 	for _, k := range kustomizations {
-		name, n = k, 0
+		name, n, envErrs = k, 0, nil
 		more := rd.ReadKustomization(m, k, Kustomize)
-		errs = append(errs, more...)
+		if len(more) > 0 {
+			errs = append(errs, more...)
+		} else {
+			errs = append(errs, envErrs...)
+		}
 	}
 	return m, ms, errs
 }

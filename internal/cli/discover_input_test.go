@@ -178,3 +178,19 @@ func TestDiscoverSkipsInjectedDataPlanes(t *testing.T) {
 		t.Fatalf("upstreams %v, stderr %q; want %v, none", got, stderr, want)
 	}
 }
+
+// A document both readers refuse is one error, analyze's, which names the object, the field and
+// the value: before, the env reader's "decoding a Deployment: json: cannot unmarshal number into
+// Go struct field EnvVar.spec.template.spec.containers.env.value of type string" came first, for
+// the same document.
+func TestDiscoverOneErrorPerBadDocument(t *testing.T) {
+	in := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\ndata: {X: \"1\"}\n---\n# a comment only\n---\n" +
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n" +
+		"    spec: {containers: [{name: a, image: x, env: [{name: PORT, value: 8080}]}]}\n"
+	code, out, stderr := run(t, in, "discover", "-f", "-")
+	const want = "error: -: document 2: Deployment shop/web: spec.template.spec.containers[0].env[0].value: 8080 is a number, want a string (quote it)\n" +
+		"retrycap: discover: 1 error(s) in the input\n"
+	if code != ExitBadInput || out != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr\n%s\nwant exit 2, stderr\n%s", code, out, stderr, want)
+	}
+}
