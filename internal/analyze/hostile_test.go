@@ -100,6 +100,8 @@ func TestReadHostile(t *testing.T) {
 			[]string{`test.yaml: document 2: yaml: control characters are not allowed (U+0000 at line 15, column 46)`}, 0},
 		{"a JSON list of objects (before: skipped as a JSON patch, its workload dropped and the check passed)", policy + `[{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}]`,
 			[]string{`test.yaml: document 2: a list of 2 Kubernetes object(s) (Deployment web and 1 more), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each`}, 0},
+		{"a JSON list of app config with a kind field, no apiVersion nor name (modelled on istio/istio prow/config/topology/ambient-multicluster.json, 86c9f01f; before: refused as a list of 2 Kubernetes objects, \"Kubernetes and 1 more\")",
+			policy + web + "---\n" + `[{"kind": "Kubernetes", "clusterName": "primary", "network": "network-1"}, {"kind": "Kubernetes", "clusterName": "remote", "network": "network-2"}]`, nil, 1},
 		{"a JSON patch is still skipped", policy + web + "---\n" + `[{"op": "replace", "path": "/spec/replicas", "value": 3}]`, nil, 1},
 		{"a key set over a merge key's (YAML's merge: the mapping's own wins; before: refused as a key written twice)", policy + deploy("name: web, namespace: shop",
 			"    metadata:\n      labels: {app: web}\n      annotations:\n        <<: {retrycap.dev/upstreams: \"order=2\", team: a}\n        retrycap.dev/upstreams: \"order=9\"\n"),

@@ -729,7 +729,10 @@ func arrayOfObjects(js []byte) error {
 	var named []string
 	for _, it := range items {
 		var tm typeMeta
-		if json.Unmarshal(it, &tm) != nil || tm.Kind == "" && tm.APIVersion == "" {
+		// An object has a kind and an apiVersion, or at least a kind and a name: a list of
+		// {"kind": "Kubernetes", "clusterName": ...} is an app's config (Istio's test topology
+		// files), skipped as a list is, not refused as objects kubectl would refuse.
+		if json.Unmarshal(it, &tm) != nil || tm.Kind == "" || tm.APIVersion == "" && tm.Metadata.Name == "" {
 			continue
 		}
 		id := tm.Kind
