@@ -102,6 +102,8 @@ func TestReadHostile(t *testing.T) {
 			[]string{`test.yaml: document 2: a list of 2 Kubernetes object(s) (Deployment web and 1 more), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each`}, 0},
 		{"a JSON list of app config with a kind field, no apiVersion nor name (modelled on istio/istio prow/config/topology/ambient-multicluster.json, 86c9f01f; before: refused as a list of 2 Kubernetes objects, \"Kubernetes and 1 more\")",
 			policy + web + "---\n" + `[{"kind": "Kubernetes", "clusterName": "primary", "network": "network-1"}, {"kind": "Kubernetes", "clusterName": "remote", "network": "network-2"}]`, nil, 1},
+		{"a key twice in a document that is no Kubernetes object (modelled on kumahq/kuma pkg/api-server/testdata/resources/inspect/policies/_resources/dataplanes/meshtimeout_consumer_dataplanes.input.yaml, 348b6528: a universal Dataplane; before: an error naming no object)",
+			policy + web + "---\ntype: Dataplane\nname: dp-4\nmesh: default\nlabels:\n  k8s.kuma.io/namespace: other\n  k8s.kuma.io/namespace: zone-1\n", nil, 1},
 		{"a JSON patch is still skipped", policy + web + "---\n" + `[{"op": "replace", "path": "/spec/replicas", "value": 3}]`, nil, 1},
 		{"a key set over a merge key's (YAML's merge: the mapping's own wins; before: refused as a key written twice)", policy + deploy("name: web, namespace: shop",
 			"    metadata:\n      labels: {app: web}\n      annotations:\n        <<: {retrycap.dev/upstreams: \"order=2\", team: a}\n        retrycap.dev/upstreams: \"order=9\"\n"),

@@ -467,6 +467,15 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 				// takes it for a key written twice.
 				js, err = yamlToJSON(d.raw, false)
 			}
+			if err != nil && strings.Contains(err.Error(), "already set in map") {
+				// A key twice in a document that is no Kubernetes object (no apiVersion, no kind:
+				// Kuma's universal Dataplanes, an app's config) is that document's business: it
+				// is skipped as not a manifest, as it would be without the repeat (before, it
+				// stopped the check as an error naming no object).
+				if loose, lerr := yamlToJSON(d.raw, false); lerr == nil && noTypeMeta(loose) {
+					js, err = loose, nil
+				}
+			}
 			if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 				helm = true
 			}
@@ -749,6 +758,16 @@ func arrayOfObjects(js []byte) error {
 		first += fmt.Sprintf(" and %d more", len(named)-1)
 	}
 	return fmt.Errorf("a list of %d Kubernetes object(s) (%s), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each", len(named), first)
+}
+
+// noTypeMeta reports whether js is a JSON object with neither apiVersion nor kind.
+func noTypeMeta(js []byte) bool {
+	var tm struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+	}
+	t := bytes.TrimSpace(js)
+	return len(t) > 0 && t[0] == '{' && json.Unmarshal(js, &tm) == nil && tm.APIVersion == nil && tm.Kind == nil
 }
 
 // nullItems reports whether a List's items are given as null (kubectl reads an empty list;
