@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -228,7 +230,7 @@ func looseJSONIdent(js []byte) string {
 // line. kubectl reads such a document as JSON first, then as YAML.
 func jsonSyntaxAt(err error, d document) error {
 	t := bytes.TrimLeft(d.raw, " \t\r\n")
-	if len(t) == 0 || t[0] != '{' {
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' {
 		return err
 	}
 	var v any
@@ -245,4 +247,46 @@ func jsonSyntaxAt(err error, d document) error {
 		col++
 	}
 	return fmt.Errorf("%w (as JSON: %v, at line %d, column %d)", err, se, line, col)
+}
+
+// The YAML parser's syntax errors say the line wrongly or not at all: a parser error ("did not
+// find expected key") gives its 0-based line (the line before the one at fault: " bad: x" on
+// line 5 was "line 4"), and an error on the document's first line gives none (a document at line
+// 40 of a file, "yaml: mapping values are not allowed in this context", named no line at all).
+// The parser's and scanner's problems are told apart by their words (go.yaml.in/yaml/v2
+// parserc.go's and scannerc.go's messages).
+var (
+	syntaxErrRE     = regexp.MustCompile(`yaml: (?:line (\d+): )?(.+)$`)
+	parserProblems  = []string{"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator", "did not find expected <document start>", "did not find expected <stream-start>", "did not find expected key", "did not find expected node content", "found duplicate %TAG directive", "found duplicate %YAML directive", "found incompatible YAML document", "found undefined tag handle"}
+	scannerProblems = []string{"block sequence entries are not allowed", "could not find expected", "did not find expected alphabetic", "did not find expected comment", "did not find expected digit", "did not find expected hexdecimal", "did not find expected version", "did not find expected whitespace", "did not find the expected '>'", "exceeded max depth", "found a tab character", "found an indentation indicator", "found character that cannot start any token", "found extremely long version", "found invalid Unicode", "found unexpected document indicator", "found unexpected end of stream", "found unexpected non-alphabetical", "found unknown directive", "found unknown escape", "mapping keys are not allowed", "mapping values are not allowed"}
+)
+
+// syntaxLine rewrites the line of a YAML syntax error of raw (a document) into its true 1-based
+// line in raw, at most raw's last line (a problem found at the end of the input is on the line
+// after the last).
+func syntaxLine(err error, raw []byte) error {
+	msg := err.Error()
+	m := syntaxErrRE.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return err
+	}
+	problem := msg[m[4]:m[5]]
+	line := 0
+	if m[2] >= 0 {
+		line, _ = strconv.Atoi(msg[m[2]:m[3]])
+	}
+	switch {
+	case slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(problem, p) }):
+		line++ // 0-based; none is line 0
+	case line == 0 && slices.ContainsFunc(scannerProblems, func(p string) bool { return strings.HasPrefix(problem, p) }):
+		line = 1
+	default:
+		return err
+	}
+	last := bytes.Count(raw, []byte("\n"))
+	if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+		last++
+	}
+	line = max(1, min(line, last))
+	return errors.New(msg[:m[0]] + "yaml: line " + strconv.Itoa(line) + ": " + problem)
 }

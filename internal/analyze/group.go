@@ -19,18 +19,31 @@ var (
 	sourceRE = regexp.MustCompile(`^[^ ]+: document \d+(, item \d+)?: `)
 	nameRE   = regexp.MustCompile(`[A-Za-z0-9][-A-Za-z0-9_.]*/[-A-Za-z0-9_.]+`)
 	numberRE = regexp.MustCompile(`\d+`)
+	fileRE   = regexp.MustCompile(`[^\s:"']+\.(?:yaml|yml|json)\b`)
+	kindRE   = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]* _/_`)
 )
 
 // groupKey is w with what varies between repeats of one warning blanked out.
 func groupKey(w string) string {
 	k := sourceRE.ReplaceAllString(w, "")
 	k = quotedRE.ReplaceAllString(k, `"_"`)
+	// A file named in the text ("is also at deploy/a/b.yaml: document 2"): paths of different
+	// depths are one.
+	k = fileRE.ReplaceAllString(k, "_file_")
 	k = nameRE.ReplaceAllString(k, "_/_")
+	// The kind before a name too: "Service shop/a is also at ..." and "Deployment shop/a is
+	// also at ..." are one warning (Istio's samples read with -R gave 52 lines of them, grouped
+	// by kind and file into groups too small to fold).
+	k = kindRE.ReplaceAllString(k, "_ _/_")
 	return numberRE.ReplaceAllString(k, "#")
 }
 
-// groupWarnings returns ws with each group of groupMin or more repeats replaced by its first,
-// followed by the count ("(and 154 more like it)"), in the order the groups first appear.
+// GroupWarnings returns ws with each group of groupMin or more repeats replaced by its first,
+// followed by the count ("(and 154 more like it)"), in the order the groups first appear:
+// discover prints its warnings so too.
+func GroupWarnings(ws []string) []string { return groupWarnings(ws) }
+
+// groupWarnings is GroupWarnings.
 func groupWarnings(ws []string) []string {
 	count := map[string]int{}
 	for _, w := range ws {

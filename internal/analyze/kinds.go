@@ -91,7 +91,17 @@ func apiGroup(apiVersion string) string {
 // ignoredKind names an ignored kind in the summary: its Kind, or "Kind (group)" when the graph
 // reads a kind of that name in another group (Knative's Service is not a v1 Service: before it
 // read "ignored: Service 2" beside the Services counted as read).
+// meshCountedKinds are kinds the mesh objects' summary counts by their name alone, by the group
+// it reads them from.
+var meshCountedKinds = map[string]string{"Gateway": "gateway.networking.k8s.io"}
+
 func ignoredKind(tm *typeMeta) string {
+	// A kind the mesh objects count under the same name (an Istio networking.istio.io Gateway
+	// beside the Gateway API's): "mesh objects: Gateway 1; ignored: Gateway 1" said neither
+	// which was read.
+	if g, ok := meshCountedKinds[tm.Kind]; ok && apiGroup(tm.APIVersion) != g {
+		return tm.Kind + " (" + apiGroup(tm.APIVersion) + ")"
+	}
 	for key := range readers {
 		if _, kind, _ := strings.Cut(key, " "); kind == tm.Kind {
 			return tm.Kind + " (" + apiGroup(tm.APIVersion) + ")"

@@ -390,9 +390,6 @@ func splitDocuments(data []byte) []document {
 // line.
 var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
 
-// fileLines rewrites the document-relative line numbers of a YAML error into the file's (the
-// document starts at line first), and puts its lines on one ("yaml: unmarshal errors:\n  line
-// 3: key ... already set in map").
 // leadingBlanks counts the blank lines at the head of a document, which its line skips and the
 // parser counts.
 func leadingBlanks(raw []byte) int {
@@ -406,6 +403,9 @@ func leadingBlanks(raw []byte) int {
 	}
 }
 
+// fileLines rewrites the document-relative line numbers of a YAML error into the file's (the
+// document starts at line first), and puts its lines on one ("yaml: unmarshal errors:\n  line
+// 3: key ... already set in map").
 func fileLines(err error, first int) error {
 	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(s string) string {
 		n, _ := strconv.Atoi(yamlLine.FindStringSubmatch(s)[1])
@@ -450,31 +450,51 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
-		if err := aliasBound(d.raw); err != nil {
-			docs = append(docs, parsed{src, nil, r.nameDocumentError(err, d)})
-			continue
-		}
-		// Strict: a key given twice in one mapping is an error, as the API server's strict field
-		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
-		js, err := yamlToJSON(d.raw, true)
-		if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
-			// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's merge,
-			// which kubectl reads (the mapping's own value wins); the strict parser takes it for a
-			// key written twice.
-			js, err = yamlToJSON(d.raw, false)
-		}
-		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
-			helm = true
-		}
-		if err == nil {
-			if more, extra := afterFirst(d.raw); more {
-				m.warn(src, "more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'")
-			} else if extra != nil {
-				err = fmt.Errorf("text after the object: %w", extra)
+		// A document written as JSON is read as JSON (kubectl reads it so first): one pass of
+		// encoding/json instead of two of the YAML parser (the conversion, then afterFirst's look
+		// for text after it): 107 times its size allocated before, for a 2.9 MB VirtualService
+		// (TestReadHugeJSONDocumentBounded). Anything it does not take (a key twice, a number it
+		// cannot write as the YAML path does, text after the value) takes the YAML path below,
+		// whose errors say what is wrong.
+		js, isJSON := jsonDocument(d.raw)
+		var err error
+		if !isJSON {
+			if err := aliasBound(d.raw); err != nil {
+				docs = append(docs, parsed{src, nil, r.nameDocumentError(err, d)})
+				continue
+			}
+			// Strict: a key given twice in one mapping is an error, as the API server's strict
+			// field validation (kubectl's default) makes it; YAMLToJSON would keep the later
+			// silently.
+			js, err = yamlToJSON(d.raw, true)
+			if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
+				// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's
+				// merge, which kubectl reads (the mapping's own value wins); the strict parser
+				// takes it for a key written twice.
+				js, err = yamlToJSON(d.raw, false)
+			}
+			if err != nil && strings.Contains(err.Error(), "already set in map") {
+				// A key twice in a document that is no Kubernetes object (no apiVersion, no kind:
+				// Kuma's universal Dataplanes, an app's config) is that document's business: it
+				// is skipped as not a manifest, as it would be without the repeat (before, it
+				// stopped the check as an error naming no object).
+				if loose, lerr := yamlToJSON(d.raw, false); lerr == nil && noTypeMeta(loose) {
+					js, err = loose, nil
+				}
+			}
+			if err != nil && bytes.Contains(d.raw, []byte("{{")) {
+				helm = true
+			}
+			if err == nil {
+				if more, extra := afterFirst(d.raw); more {
+					m.warn(src, "more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'")
+				} else if extra != nil {
+					err = fmt.Errorf("text after the object: %w", extra)
+				}
 			}
 		}
 		if err != nil {
-			err = fileLines(err, d.line-leadingBlanks(d.raw))
+			err = fileLines(syntaxLine(err, d.raw), d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
 			err = invalidUTF8At(err, d)
 			err = jsonSyntaxAt(err, d)
@@ -504,8 +524,9 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 // MaxInputBytes bounds what is read from one file or stream (a -k build's output too): a
 // device (-f /dev/zero) or a stream that does not end was read until memory ran out. Reading
 // one document takes some 25 times its size live at its peak (the YAML parser's node tree and
-// the map decoded from it; 42x in heap, 55-63x in RSS: docs/benchmarks.md), a file of many
-// documents that of its largest one and the JSON of all; the largest real inputs (a rendered chart
+// the map decoded from it; 42x in heap, 55-63x in RSS: docs/benchmarks.md; a document written
+// as JSON is read by encoding/json instead, 38x allocated in all where the YAML path took 107x:
+// jsonDocument), a file of many documents that of its largest one and the JSON of all; the largest real inputs (a rendered chart
 // with its CRDs, kubectl get -A -o yaml of a large cluster) are a few MiB to a few tens.
 const MaxInputBytes = 64 << 20
 
@@ -678,19 +699,30 @@ func jsonStream(d document) []document {
 	dec := json.NewDecoder(bytes.NewReader(d.raw))
 	var out []document
 	start := int64(0)
+	// at is the part of the document from start to end as a document of its own.
+	at := func(start, end int64) document {
+		raw := d.raw[start:end]
+		// The value's first line: the document's, plus the lines before the value.
+		lead := len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))
+		line := d.line - leadingBlanks(d.raw) + bytes.Count(d.raw[:int(start)+lead], []byte("\n"))
+		return document{raw: raw[lead:], line: line}
+	}
 	for {
 		var v json.RawMessage
 		if err := dec.Decode(&v); err == io.EOF {
 			break
 		} else if err != nil {
-			return []document{d}
+			rest := at(start, int64(len(d.raw)))
+			if len(out) == 0 || rest.raw[0] != '{' && rest.raw[0] != '[' {
+				return []document{d}
+			}
+			// A later value that does not parse is a document of its own, so that its error
+			// names it, its line and the parser's message (before, the first value was
+			// blamed for "text after the object").
+			return append(out, rest)
 		}
 		end := dec.InputOffset()
-		raw := d.raw[start:end]
-		// The value's first line: the document's, plus the lines before the value.
-		lead := len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))
-		line := d.line - leadingBlanks(d.raw) + bytes.Count(d.raw[:int(start)+lead], []byte("\n"))
-		out = append(out, document{raw: raw[lead:], line: line})
+		out = append(out, at(start, end))
 		start = end
 	}
 	if len(out) < 2 {
@@ -712,7 +744,10 @@ func arrayOfObjects(js []byte) error {
 	var named []string
 	for _, it := range items {
 		var tm typeMeta
-		if json.Unmarshal(it, &tm) != nil || tm.Kind == "" && tm.APIVersion == "" {
+		// An object has a kind and an apiVersion, or at least a kind and a name: a list of
+		// {"kind": "Kubernetes", "clusterName": ...} is an app's config (Istio's test topology
+		// files), skipped as a list is, not refused as objects kubectl would refuse.
+		if json.Unmarshal(it, &tm) != nil || tm.Kind == "" || tm.APIVersion == "" && tm.Metadata.Name == "" {
 			continue
 		}
 		id := tm.Kind
@@ -729,6 +764,16 @@ func arrayOfObjects(js []byte) error {
 		first += fmt.Sprintf(" and %d more", len(named)-1)
 	}
 	return fmt.Errorf("a list of %d Kubernetes object(s) (%s), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each", len(named), first)
+}
+
+// noTypeMeta reports whether js is a JSON object with neither apiVersion nor kind.
+func noTypeMeta(js []byte) bool {
+	var tm struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+	}
+	t := bytes.TrimSpace(js)
+	return len(t) > 0 && t[0] == '{' && json.Unmarshal(js, &tm) == nil && tm.APIVersion == nil && tm.Kind == nil
 }
 
 // nullItems reports whether a List's items are given as null (kubectl reads an empty list;

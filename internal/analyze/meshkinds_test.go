@@ -372,7 +372,7 @@ func TestUnknownMeshKind(t *testing.T) {
 				obj("networking.istio.io/v1", "Gateway"), obj("gateway.networking.k8s.io/v1", "Gateway")},
 			warnings: []string{"test.yaml: document 2: VirtualService shop/r is also at test.yaml: document 1: the later wins"},
 			mesh:     map[string]int{"VirtualService": 1, "Gateway": 1},
-			ignored:  map[string]int{"Gateway": 1}},
+			ignored:  map[string]int{"Gateway (networking.istio.io)": 1}},
 		{name: "Linkerd's kinds the graph does not read are counted as ignored, its read kinds as mesh objects; an old version with a warning",
 			docs: []string{obj("policy.linkerd.io/v1beta3", "Server"), obj("policy.linkerd.io/v1alpha1", "Server"), obj("policy.linkerd.io/v1beta1", "ServerAuthorization"),
 				obj("policy.linkerd.io/v1alpha1", "AuthorizationPolicy"), obj("policy.linkerd.io/v1alpha1", "MeshTLSAuthentication"),

@@ -141,3 +141,161 @@ func jsonKey(k, v any) (string, error) {
 	}
 	return "", fmt.Errorf("unsupported map key of type: %s, key: %+#v, value: %+#v", reflect.TypeOf(k), k, v)
 }
+
+// jsonDocument converts a document written as one JSON value (an object or a list, with nothing
+// after it) as yamlToJSON(raw, true) converts it, with encoding/json rather than the YAML
+// parser: its keys sorted, its numbers written as the YAML path writes them (1.0 -> 1). ok is
+// false when raw is not that, holds a key twice in one object (the YAML path says where), or a
+// number it cannot write so (1e400): the caller then takes the YAML path.
+func jsonDocument(raw []byte) (js []byte, ok bool) {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' || !json.Valid(t) || jsonDuplicateKey(t) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	var b bytes.Buffer
+	b.Grow(len(t))
+	if writeJSONValue(&b, v) != nil {
+		return nil, false
+	}
+	return b.Bytes(), true
+}
+
+// jsonDuplicateKey reports whether a valid JSON value (json.Valid) holds a key twice in one
+// object. It walks the bytes itself, the keys slices of t (json.Decoder's Token allocated 24
+// times the input, a map per object 13 times): an object's keys are compared one by one, and
+// through a map once it has more than smallObject of them (a ConfigMap of 10,000 keys).
+func jsonDuplicateKey(t []byte) bool {
+	const smallObject = 32
+	type frame struct {
+		obj   bool
+		start int                 // its first key in keys
+		big   map[string]struct{} // its keys, once it has more than smallObject
+	}
+	var stack []frame
+	var keys [][]byte  // the open objects' keys, innermost last
+	expectKey := false // the next string is a key
+	for i := 0; i < len(t); i++ {
+		switch t[i] {
+		case '{':
+			stack = append(stack, frame{obj: true, start: len(keys)})
+			expectKey = true
+		case '[':
+			stack = append(stack, frame{start: len(keys)})
+		case '}', ']':
+			keys = keys[:stack[len(stack)-1].start]
+			stack = stack[:len(stack)-1]
+		case ',':
+			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+		case '"':
+			j := i + 1
+			escaped := false
+			for ; t[j] != '"'; j++ {
+				if t[j] == '\\' {
+					escaped = true
+					j++
+				}
+			}
+			if expectKey {
+				key := t[i+1 : j]
+				if escaped {
+					var k string
+					if json.Unmarshal(t[i:j+1], &k) != nil {
+						return true // cannot be (valid JSON): the YAML path says
+					}
+					key = []byte(k)
+				}
+				f := &stack[len(stack)-1]
+				own := keys[f.start:]
+				switch {
+				case f.big != nil:
+					if _, dup := f.big[string(key)]; dup {
+						return true
+					}
+					f.big[string(key)] = struct{}{}
+				case len(own) >= smallObject:
+					f.big = make(map[string]struct{}, 2*len(own))
+					for _, k := range own {
+						f.big[string(k)] = struct{}{}
+					}
+					if _, dup := f.big[string(key)]; dup {
+						return true
+					}
+					f.big[string(key)] = struct{}{}
+				default:
+					for _, k := range own {
+						if bytes.Equal(k, key) {
+							return true
+						}
+					}
+				}
+				keys = append(keys, key)
+				expectKey = false
+			}
+			i = j
+		}
+	}
+	return false
+}
+
+// writeJSONValue writes a value encoding/json decoded (with UseNumber) as writeJSON writes the
+// YAML parser's: keys sorted, an integer as an integer, any other number as a float64.
+func writeJSONValue(b *bytes.Buffer, v any) error {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeScalar(b, k); err != nil {
+				return err
+			}
+			b.WriteByte(':')
+			if err := writeJSONValue(b, t[k]); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeJSONValue(b, e); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case json.Number:
+		if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+			b.WriteString(strconv.FormatInt(n, 10))
+			return nil
+		}
+		if n, err := strconv.ParseUint(string(t), 10, 64); err == nil {
+			b.WriteString(strconv.FormatUint(n, 10))
+			return nil
+		}
+		// Any other number is a float to the YAML parser too (1.0, 1e3), which json.Marshal
+		// writes 1 and 1000.
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return fmt.Errorf("number %s", t)
+		}
+		return writeScalar(b, f)
+	default:
+		return writeJSON(b, v) // nil, bool, string
+	}
+	return nil
+}

@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +14,6 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze"
 	"github.com/retrycap/retrycap/internal/promquery"
 	"github.com/retrycap/retrycap/internal/telemetry"
-	"github.com/retrycap/retrycap/internal/textbom"
 )
 
 // NewDiscoverCmd returns `discover`: the retrycap.dev/upstreams each workload needs, from the
@@ -50,7 +49,7 @@ gateways, --gateway) are callers, never workloads: their callees are entrypoints
 database and messaging edges are listed apart, never proposed.
 
 From manifests (-f, -k): container env values, and the ConfigMaps env and envFrom reference, that
-name a Service: http://name:port/..., name:port, name.ns[.svc[.cluster.local]]; and the items of
+name a Service: http://name:port/..., dns:///name:port (gRPC), name:port, name.ns[.svc[.cluster.local]]; and the items of
 command and args in the forms with a port, a scheme or .svc ("--flag=value" read as its value). They
 over-approximate (a shared ConfigMap names Services a workload may never call): each is marked
 with its variable, and with a Prometheus too, the ones it did not observe are marked notObserved.
@@ -122,22 +121,31 @@ See docs/telemetry.md.`,
 			if cmd.Flags().Changed("namespace") {
 				in.InScope = func(ns string) bool { return ns == namespace }
 			}
+			// readWarns are what reading the manifests warned of: with the result's, they are
+			// printed grouped (analyze.GroupWarnings: a directory of 100 files gave 117 lines of
+			// "is also at", one per object) and listed whole in -o json and -o yaml.
+			var readWarns []string
+			printReadWarns := func() {
+				for _, w := range readWarns {
+					fmt.Fprintln(stderr, "warning:", w)
+				}
+			}
 			if len(files) > 0 || len(kustomizations) > 0 {
 				m, ms, errs := readDiscoverManifests(stdin, files, kustomizations, namespace, recursive)
 				for _, w := range m.Warnings {
-					fmt.Fprintln(stderr, "warning:", w)
-				}
-				for _, err := range errs {
-					fmt.Fprintln(stderr, "error:", err)
+					readWarns = append(readWarns, w.String())
 				}
 				if len(errs) > 0 {
+					printReadWarns()
+					for _, err := range errs {
+						fmt.Fprintln(stderr, "error:", err)
+					}
 					return bad("%d error(s) in the input", len(errs))
 				}
 				pods, warns := ms.Pods()
-				for _, w := range warns {
-					fmt.Fprintln(stderr, "warning:", w)
-				}
-				in.Workloads, in.Pods, in.Services = m.Workloads, pods, ms.Services
+				readWarns = append(readWarns, warns...)
+				pods, services := readObjects(m, pods, ms.Services)
+				in.Workloads, in.Pods, in.Services = m.Workloads, pods, services
 				if in.Pods == nil {
 					in.Pods = []telemetry.PodEnv{}
 				}
@@ -146,6 +154,7 @@ See docs/telemetry.md.`,
 				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer), IstioCluster: istioCluster, ReplicaLabels: replicaLabels,
 					ClusterLabels: clusterLabels, Cluster: cluster})
 				if err != nil {
+					printReadWarns()
 					return bad("%v", err)
 				}
 				ctx := cmd.Context()
@@ -154,12 +163,14 @@ See docs/telemetry.md.`,
 				}
 				ob, err := c.Graph(ctx, time.Now(), gateways)
 				if err != nil {
+					printReadWarns()
 					return bad("Prometheus at %s: %v", c.URL(), err)
 				}
 				in.Observation = ob
 			}
 			res := telemetry.Discover(in)
-			for _, w := range res.Warnings {
+			res.Warnings = append(readWarns, res.Warnings...)
+			for _, w := range analyze.GroupWarnings(res.Warnings) {
 				fmt.Fprintln(stderr, "warning:", w)
 			}
 			var err error
@@ -233,32 +244,34 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 	ms := telemetry.NewManifestSet(namespace)
 	var errs []error
 	name, n := "", 0 // the file being read and its object count, for the env reader's errors
+	var envErrs []error
 	// The env reader takes each object the analyze reader parsed (Reader.Each): one YAML parse
 	// of every file, not two.
 	rd := analyze.Reader{DefaultNamespace: namespace, Recursive: recursive, Each: func(js []byte) {
 		n++
 		if err := ms.AddObject(js); err != nil {
-			errs = append(errs, fmt.Errorf("%s: document %d: %w", name, n, err))
+			envErrs = append(envErrs, fmt.Errorf("%s: document %d: %w", name, n, err))
 		}
 	}}
-	read := func(file string, data []byte) {
-		name, n = file, 0
-		// A byte-order mark read as analyze reads it (the env reader would see UTF-16 as junk).
-		data, err := textbom.Bytes(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", file, err))
-			return
+	// The analyze reader reads each stream as analyze does: at most analyze.MaxInputBytes (a
+	// stream that never ends, -f /dev/zero, is refused, not read until memory runs out) and a
+	// byte-order mark decoded. The env reader's errors of a file count only when the analyze
+	// reader found none in it: it decodes the same objects into the same types, and its errors
+	// ("decoding a Deployment: json: cannot unmarshal number into Go struct field
+	// EnvVar.spec.template.spec.containers.env.value of type string") said again, less well,
+	// what analyze's had said (before, each such document was two errors).
+	read := func(file string, in io.Reader) {
+		name, n, envErrs = file, 0, nil
+		more := rd.Read(m, file, in)
+		if len(more) > 0 {
+			errs = append(errs, more...)
+		} else {
+			errs = append(errs, envErrs...)
 		}
-		more := rd.Read(m, file, bytes.NewReader(data)) // before the append: Each appends to errs too
-		errs = append(errs, more...)
 	}
 	for _, p := range files {
 		if p == "-" {
-			data, err := io.ReadAll(stdin)
-			if err != nil {
-				return m, ms, append(errs, fmt.Errorf("stdin: %w", err))
-			}
-			read("-", data)
+			read("-", stdin)
 			continue
 		}
 		paths, err := rd.Files(m, p)
@@ -266,17 +279,39 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 			return m, ms, append(errs, err)
 		}
 		for _, f := range paths {
-			data, err := os.ReadFile(f)
+			fh, err := os.Open(f)
 			if err != nil {
 				return m, ms, append(errs, err)
 			}
-			read(f, data)
+			read(f, fh)
+			fh.Close()
 		}
 	}
 	for _, k := range kustomizations {
-		name, n = k, 0
+		name, n, envErrs = k, 0, nil
 		more := rd.ReadKustomization(m, k, Kustomize)
-		errs = append(errs, more...)
+		if len(more) > 0 {
+			errs = append(errs, more...)
+		} else {
+			errs = append(errs, envErrs...)
+		}
 	}
 	return m, ms, errs
+}
+
+// readObjects keeps of the env reader's pods and Services those analyze read as objects: a
+// document it skipped (a Helm template that parses, "name: '{{ .Release.Name }}-web'") is no
+// workload and no Service. Before, discover proposed a patch for Deployment
+// shop/{{ .Release.Name }}-web from its env, exit 0.
+func readObjects(m *analyze.Manifests, pods []telemetry.PodEnv, services []telemetry.ServiceDef) ([]telemetry.PodEnv, []telemetry.ServiceDef) {
+	workloads, svcs := map[string]bool{}, map[string]bool{}
+	for _, w := range m.Workloads {
+		workloads[w.Key()] = true
+	}
+	for _, s := range m.Services {
+		svcs[s.Namespace+"/"+s.Name] = true
+	}
+	pods = slices.DeleteFunc(pods, func(p telemetry.PodEnv) bool { return !workloads[p.Key()] })
+	services = slices.DeleteFunc(services, func(s telemetry.ServiceDef) bool { return !svcs[s.Namespace+"/"+s.Name] })
+	return pods, services
 }

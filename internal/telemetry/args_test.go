@@ -21,7 +21,7 @@ func TestArgItems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := argItems(tc.c); !reflect.DeepEqual(got, tc.want) {
+			if got := argItems(tc.c, nil); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -31,5 +31,23 @@ func TestArgItems(t *testing.T) {
 	}
 	if got := (EnvVar{Container: "app", Name: "PAYMENT"}).Source(); got != "env PAYMENT (container app)" {
 		t.Errorf("Source %q", got)
+	}
+}
+
+// TestExpandVars: $(NAME) as the kubelet expands it (k8s.io/kubernetes third_party/forked/golang/expansion).
+func TestExpandVars(t *testing.T) {
+	vars := map[string]string{"H": "order", "P": "8080"}
+	for in, want := range map[string]string{
+		"http://$(H):$(P)/x": "http://order:8080/x",
+		"$$(H)":              "$(H)",
+		"$(NOPE):80":         "$(NOPE):80",
+		"$(H":                "$(H",
+		"a$b$":               "a$b$",
+		"$$$(H)":             "$order",
+		"":                   "",
+	} {
+		if got := expandVars(in, vars); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
 	}
 }

@@ -442,8 +442,8 @@ func siblingPort(env []EnvVar, ev EnvVar) int32 {
 }
 
 func (d *discoverer) envEdges(res *Result) {
-	drops, words := 0, 0
-	example, wordExample := "", ""
+	drops, words, hosts := 0, 0, 0
+	example, wordExample, hostExample := "", "", ""
 	for _, pe := range d.in.Pods {
 		if !d.scope(pe.Namespace) {
 			continue
@@ -487,6 +487,16 @@ func (d *discoverer) envEdges(res *Result) {
 					}
 					continue
 				}
+				if !inInput && !r.Qualified && r.Namespace != "" && publicTLD[r.Namespace] && !d.svcNS[r.Namespace] {
+					// name.com, name.io: a host on the Internet ("grpcs://foo.com", Kuma's
+					// KUMA_MULTIZONE_ZONE_GLOBAL_ADDRESS), not Service foo of a namespace com that
+					// the input does not hold. Before, foo.com was proposed as an upstream.
+					hosts++
+					if hostExample == "" {
+						hostExample = envExample(pe, ev, r.Name+"."+r.Namespace)
+					}
+					continue
+				}
 				if !inInput && !r.Qualified && d.svcNS[ns] {
 					// The namespace's Services are in the input and none has this name: the
 					// value is something else (a host of another kind, a placeholder).
@@ -518,10 +528,19 @@ func (d *discoverer) envEdges(res *Result) {
 	if drops > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form host:port or URL name no Service of the input in a namespace whose Services it holds: not edges (e.g. %s)", drops, example))
 	}
+	if hosts > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) name a host under a top-level domain of the Internet (name.com, name.io) and the input holds no Service of such a namespace: hosts outside the cluster, not edges (e.g. %s)", hosts, hostExample))
+	}
 	if words > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))
 	}
 }
+
+// publicTLD are the top-level domains of the Internet most often seen in an env value's host,
+// none of them a likely namespace name: host.com is a host outside the cluster unless the input
+// holds Services of a namespace of that name. (A fuller list, such as the public suffix list,
+// holds names that are common namespaces: shop, dev, app.)
+var publicTLD = map[string]bool{"com": true, "net": true, "org": true, "edu": true, "gov": true, "mil": true, "int": true, "info": true, "biz": true, "io": true, "co": true, "ai": true}
 
 // envExample names a value in a warning: whole when it is short and on one line, else by the
 // word read in it (istio-cni's AMBIENT_ENABLEMENT_SELECTOR is a multi-line YAML selector whose

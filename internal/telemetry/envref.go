@@ -25,14 +25,27 @@ type ServiceRef struct {
 
 // ParseServiceRefs reads the forms of an env value that name a Service: a URL
 // ("http://payment:8080/charge", "postgresql://user@accounts-db:5432/db"), host:port
-// ("payment:8080"), and name.ns, name.ns.svc, name.ns.svc.cluster.local with or without a
-// port; a comma- or space-separated list of them. A bare name without a port is not read (a
+// ("payment:8080"), gRPC's dns:[//authority/]host[:port] ("dns:///payment:9090"), and name.ns,
+// name.ns.svc, name.ns.svc.cluster.local with or without a port; a comma- or space-separated
+// list of them. A bare name without a port is not read (a
 // word is not an address), nor localhost, an IP address or a host outside the cluster forms.
 func ParseServiceRefs(value string) []ServiceRef {
 	var out []ServiceRef
 	for _, tok := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == ';' || r == '\n' || r == '\t' }) {
 		var host, port, scheme string
-		if i := strings.Index(tok, "://"); i > 0 {
+		if len(tok) > 4 && strings.EqualFold(tok[:4], "dns:") {
+			// gRPC's name syntax, dns:[//authority/]host[:port] (grpc/grpc doc/naming.md):
+			// url.Parse puts the host of dns:///order:9090 in the path, and named nothing.
+			scheme, tok = "dns", tok[4:]
+			if strings.HasPrefix(tok, "//") {
+				_, rest, ok := strings.Cut(tok[2:], "/")
+				if !ok {
+					continue // an authority (the DNS server) and no name
+				}
+				tok = rest
+			}
+		}
+		if i := strings.Index(tok, "://"); i > 0 && scheme == "" {
 			t := strings.TrimPrefix(tok, "jdbc:")
 			u, err := url.Parse(t)
 			if err != nil || u.Host == "" {

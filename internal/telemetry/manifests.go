@@ -66,7 +66,7 @@ func IsManifestSource(s string) bool {
 
 // argItems are a container's command and args as EnvVars (Arg true), a "-flag=value" item read
 // as its value.
-func argItems(c corev1.Container) []EnvVar {
+func argItems(c corev1.Container, vars map[string]string) []EnvVar {
 	var out []EnvVar
 	for _, list := range []struct {
 		name  string
@@ -80,10 +80,58 @@ func argItems(c corev1.Container) []EnvVar {
 				}
 				a = v
 			}
-			out = append(out, EnvVar{Container: c.Name, Name: fmt.Sprintf("%s[%d]", list.name, i), Value: a, Arg: true})
+			out = append(out, EnvVar{Container: c.Name, Name: fmt.Sprintf("%s[%d]", list.name, i), Value: expandVars(a, vars), Arg: true})
 		}
 	}
 	return out
+}
+
+// dataPlaneSidecars are the containers other meshes and runtimes inject beside the app, whose env
+// and args address their control plane: Kuma's kuma-sidecar and kuma-init (kumahq/kuma
+// pkg/plugins/runtime/k8s/util/names.go; KUMA_CONTROL_PLANE_URL
+// http://kuma-control-plane.kuma-system:5681 was proposed as an upstream of every injected
+// workload), Dapr's daprd (dapr/dapr pkg/injector/consts SidecarContainerName; its
+// --control-plane-address, --placement-host-address and --sentry-address) and Consul's
+// consul-dataplane (its -addresses).
+var dataPlaneSidecars = map[string]bool{"kuma-sidecar": true, "kuma-init": true, "daprd": true, "consul-dataplane": true}
+
+// expandVars expands the $(NAME) references of s to the values of vars, as the kubelet expands
+// an env value (against the variables before it), command and args (against all of the
+// container's): "$$" is a "$", and a reference to a name not in vars is left as written (the
+// kubelet leaves it so; a Secret's value is not read here). Before, "http://$(ORDER_HOST):8080"
+// named nothing.
+func expandVars(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
 
 // String names the variable for an edge's source: "PAYMENT_ADDR (container app)", with its
@@ -118,6 +166,8 @@ type ManifestSet struct {
 	Services   []ServiceDef
 	configMaps map[string]map[string]string // namespace/name -> data
 	pods       []podRaw
+	// podAt and serviceAt index pods and Services by kind/namespace/name and namespace/name.
+	podAt, serviceAt map[string]int
 	// DefaultNamespace is the namespace of objects that name none ("default" when empty).
 	DefaultNamespace string
 }
@@ -127,7 +177,7 @@ func NewManifestSet(defaultNamespace string) *ManifestSet {
 	if defaultNamespace == "" {
 		defaultNamespace = "default"
 	}
-	return &ManifestSet{configMaps: map[string]map[string]string{}, DefaultNamespace: defaultNamespace}
+	return &ManifestSet{configMaps: map[string]map[string]string{}, podAt: map[string]int{}, serviceAt: map[string]int{}, DefaultNamespace: defaultNamespace}
 }
 
 // AddStream reads a stream of YAML (or JSON) documents. Documents that are not objects of the
@@ -188,7 +238,7 @@ func (s *ManifestSet) AddObject(js []byte) error {
 		if o, isPod := obj.(*corev1.Pod); isPod {
 			ns(&o.ObjectMeta)
 			if !workload.Covered(k.Kind, &o.ObjectMeta) {
-				s.pods = append(s.pods, podRaw{k.Kind, o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
+				s.addPod(podRaw{k.Kind, o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
 			}
 			return nil
 		}
@@ -200,7 +250,7 @@ func (s *ManifestSet) AddObject(js []byte) error {
 		}
 		ns(meta)
 		if !workload.Covered(kind, meta) {
-			s.pods = append(s.pods, podRaw{kind, *meta, *tmpl})
+			s.addPod(podRaw{kind, *meta, *tmpl})
 		}
 		return nil
 	}
@@ -226,9 +276,31 @@ func (s *ManifestSet) AddObject(js []byte) error {
 			}
 			d.Ports = append(d.Ports, ServicePort{Name: p.Name, AppProtocol: ap, Port: p.Port})
 		}
+		// A Service given twice is the later, as for workloads (addPod).
+		key := d.Namespace + "/" + d.Name
+		if i, ok := s.serviceAt[key]; ok {
+			s.Services[i] = d
+			return nil
+		}
+		s.serviceAt[key] = len(s.Services)
 		s.Services = append(s.Services, d)
 	}
 	return nil
+}
+
+// addPod adds p, in place of an object of the same kind, namespace and name read before: an
+// object given twice is the later, as analyze reads it ("the later wins"), and as kubectl apply
+// leaves it. Before, both were kept and discover proposed the calls of an object that analyze
+// had replaced (linkerd2's test/integration: Deployment default/slow-cooker in five files, the
+// upstreams of all five proposed).
+func (s *ManifestSet) addPod(p podRaw) {
+	key := p.kind + "/" + p.meta.Namespace + "/" + p.meta.Name
+	if i, ok := s.podAt[key]; ok {
+		s.pods[i] = p
+		return
+	}
+	s.podAt[key] = len(s.pods)
+	s.pods = append(s.pods, p)
 }
 
 // Pods resolves every workload's env (ConfigMap references against the ConfigMaps read) and
@@ -241,12 +313,34 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 		pe := PodEnv{Kind: p.kind, Namespace: p.meta.Namespace, Name: p.meta.Name, Labels: p.tmpl.Labels}
 		cs := append(append([]corev1.Container(nil), p.tmpl.Spec.InitContainers...), p.tmpl.Spec.Containers...)
 		for _, c := range cs {
-			if mesh.IsProxyContainer(c.Name) {
+			if mesh.IsProxyContainer(c.Name) || dataPlaneSidecars[c.Name] {
 				// The mesh's proxy (already injected, or Istio's gateways and ztunnel, which name
 				// their container istio-proxy): its env and args configure the proxy (CA_ADDR
 				// istiod.istio-system.svc:15012, ISTIO_META_OWNER kubernetes://apis/...,
 				// Linkerd's LINKERD2_PROXY_DESTINATION_SVC_ADDR), not calls the app makes.
 				continue
+			}
+			// The container's environment as the kubelet builds it: a name set again overrides
+			// what came before it (the last envFrom source wins; env over envFrom; a later env
+			// entry over an earlier), whatever the later value's source (a Secret's, a field's,
+			// whose values are not read). Before, every value was read, and a ConfigMap's URL that
+			// the container's own env overrides was proposed as a call. unset marks an
+			// overridden value by its index in env.
+			var env []EnvVar
+			at, unset := map[string]int{}, map[int]bool{}
+			vars := map[string]string{} // the values defined so far, for $(NAME) (expandVars)
+			set := func(name string, v *EnvVar) {
+				if i, ok := at[name]; ok {
+					unset[i] = true
+				}
+				if v == nil {
+					delete(at, name)
+					delete(vars, name)
+					return
+				}
+				at[name] = len(env)
+				env = append(env, *v)
+				vars[name] = v.Value
 			}
 			for _, ef := range c.EnvFrom {
 				if ef.ConfigMapRef == nil {
@@ -265,13 +359,13 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 				}
 				sort.Strings(keys)
 				for _, k := range keys {
-					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: ef.Prefix + k, Value: data[k], From: fmt.Sprintf("ConfigMap %s key %s", ef.ConfigMapRef.Name, k)})
+					set(ef.Prefix+k, &EnvVar{Container: c.Name, Name: ef.Prefix + k, Value: data[k], From: fmt.Sprintf("ConfigMap %s key %s", ef.ConfigMapRef.Name, k)})
 				}
 			}
 			for _, e := range c.Env {
 				switch {
 				case e.ValueFrom == nil:
-					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: e.Value})
+					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: expandVars(e.Value, vars)})
 				case e.ValueFrom.ConfigMapKeyRef != nil:
 					ref := e.ValueFrom.ConfigMapKeyRef
 					data, ok := s.configMaps[pe.Namespace+"/"+ref.Name]
@@ -280,12 +374,20 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 						if ref.Optional == nil || !*ref.Optional {
 							warns = append(warns, fmt.Sprintf("%s %s/%s container %s: env %s names ConfigMap %q key %q, not in the input: its value is not read", pe.Kind, pe.Namespace, pe.Name, c.Name, e.Name, ref.Name, ref.Key))
 						}
+						set(e.Name, nil)
 						continue
 					}
-					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: v, From: fmt.Sprintf("ConfigMap %s key %s", ref.Name, ref.Key)})
+					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: v, From: fmt.Sprintf("ConfigMap %s key %s", ref.Name, ref.Key)})
+				default:
+					set(e.Name, nil) // a Secret's, a field's or a resource's: not read
 				}
 			}
-			pe.Env = append(pe.Env, argItems(c)...)
+			for i, v := range env {
+				if !unset[i] {
+					pe.Env = append(pe.Env, v)
+				}
+			}
+			pe.Env = append(pe.Env, argItems(c, vars)...)
 		}
 		out = append(out, pe)
 	}

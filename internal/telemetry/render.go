@@ -97,7 +97,10 @@ func RenderPatch(w io.Writer, r *Result) error {
 		}
 		b.Write(out)
 	}
-	if n == 0 {
+	if n == 0 && len(r.Workloads) == 0 {
+		// Not "every workload found already declares": none was found (the command exits 2).
+		b.WriteString("# nothing to patch: no workload with a call was found\n")
+	} else if n == 0 {
 		b.WriteString("# nothing to patch: every workload found already declares its upstreams\n")
 	}
 	if len(r.NonHTTP) > 0 {

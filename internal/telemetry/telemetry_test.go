@@ -284,6 +284,17 @@ func TestParseServiceRefs(t *testing.T) {
 		{"1.2", "[]"},
 		{"9front:80", "[]"},
 		{"http://3d.render:80", "[]"},
+		// gRPC's name syntax, dns:[//authority/]host[:port] (grpc/grpc doc/naming.md), as
+		// grpc.NewClient takes it: before, dns:///order:9090 named nothing (url.Parse puts
+		// the host in the path).
+		{"dns:///order:9090", "[{order  9090 dns false}]"},
+		{"dns:///pay.shop.svc.cluster.local:80", "[{pay shop 80 dns true}]"},
+		{"dns://8.8.8.8/order:9090", "[{order  9090 dns false}]"},
+		{"dns:order:9090", "[{order  9090 dns false}]"},
+		{"DNS:///order", "[{order  0 dns false}]"},
+		{"dns:///api.example.com:443", "[]"},
+		{"dns:///", "[]"},
+		{"dns://8.8.8.8", "[]"},
 	}
 	for _, c := range cases {
 		got := ParseServiceRefs(c.in)
