@@ -54,9 +54,12 @@ type Exchange struct {
 	// --max-time-to-answer: the smallest), arrived the time it left when
 	// the call arrived; cut says the attempt under way is bounded by it,
 	// not by the per-try timeout (TryTimeout).
-	dl        policy.Deadline
-	arrived   time.Duration
-	cut       bool
+	dl      policy.Deadline
+	arrived time.Duration
+	cut     bool
+	// callerDl: dl is the caller's, lower than --max-time-to-answer
+	// (policy.CallerSet): an attempt cut by it is not a breaker failure.
+	callerDl  bool
 	generated bool
 	// clientGone: the client closed its end while the attempt ran
 	// (ClientGone).
@@ -252,6 +255,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
 		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
 		Deadline: x.dl, PerTry: up.PerTry, Arrived: x.arrived,
+		CallerBound: x.cut && x.callerDl,
 	}
 	x.respScanned = false
 	var stale *StaleError
@@ -399,6 +403,7 @@ func (x *Exchange) deadlineIn(hadBag bool) bool {
 		removeRequestFields(h, func(k []byte, _ *Scratch) bool { return bytes.EqualFold(k, keyDeadline) }, x.sc)
 	}
 	x.dl, x.arrived = policy.DeadlineAt(x.start, d, ok), d
+	x.callerDl = policy.CallerSet(d, ok, x.f.Cfg.MaxTimeToAnswer)
 	if ok && d < time.Millisecond {
 		x.up.M.Denied[policy.ReasonDeadline].Inc()
 		x.failStatus(fasthttp.StatusGatewayTimeout, policy.ReasonDeadline, "no time left (Retrycap-Deadline: 0): nothing forwarded")
