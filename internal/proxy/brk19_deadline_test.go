@@ -130,6 +130,45 @@ func TestBreakerCallerDeadlineHTTP(t *testing.T) {
 				t.Fatalf("next caller: %d %q after %d attempts, want 200 ok after 3", resp.StatusCode, body, b.hits.Load())
 			}
 		})
+		// --max-time-to-answer (100ms, under the 2s per-try timeout) is
+		// the proxy's own bound: an upstream slower than it opens the
+		// breaker (2 calls, 2 attempts, the third refused); a caller
+		// lowering it to 50ms is its own budget (closed: the third call
+		// reaches the upstream).
+		t.Run(proto+" --max-time-to-answer", func(t *testing.T) {
+			for _, tc := range []struct {
+				deadline string
+				state    float64
+			}{{"", 1}, {"50", 0}} {
+				b, _ := newDualBackend(t, answersIn(2*time.Second))
+				p := brkProxy(t, engine, b.addr(), "--upstreams", "svc=1", "--max-time-to-answer", "100ms")
+				c := client(p)
+				hdr := map[string]string{}
+				if tc.deadline != "" {
+					hdr["Retrycap-Deadline"] = tc.deadline
+				}
+				for i := range 2 {
+					resp, _ := doBody(t, c, "GET", "http://svc/", hdr)
+					if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Retrycap-Exhausted") != "deadline" {
+						t.Fatalf("deadline %q call %d: %d %q, want 504 deadline", tc.deadline, i+1, resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"))
+					}
+				}
+				if s := breakerState(t, p); s != tc.state {
+					t.Fatalf("deadline %q: breaker state %v, want %v", tc.deadline, s, tc.state)
+				}
+				resp, body := doBody(t, c, "GET", "http://svc/", nil)
+				if tc.state == 1 && (resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "circuit breaker open")) {
+					t.Fatalf("third call: %d %q, want 503 circuit breaker open", resp.StatusCode, body)
+				}
+				want := int64(2)
+				if tc.state == 0 {
+					want = 3
+				}
+				if n := waitHits(b, want); n != want {
+					t.Fatalf("deadline %q: upstream saw %d attempts, want %d", tc.deadline, n, want)
+				}
+			}
+		})
 		// Control: an upstream slower than the per-try timeout (100ms,
 		// answers after 2s), one attempt per call: two calls open the
 		// breaker, the third is refused without reaching it.
@@ -289,4 +328,39 @@ func TestBreakerCallerDeadlineGRPC(t *testing.T) {
 			t.Fatalf("upstream saw %d calls, want 2", n)
 		}
 	})
+}
+
+// Retrycap-Deadline: 1 leaves less than a millisecond by the time the
+// first attempt would go: answered 504 "no time left", nothing
+// forwarded, on both HTTP/1.1 engines as on HTTP/2. Before, HTTP/1.1
+// answered 200 with an empty body and Retrycap-Exhausted: deadline (the
+// give-up of a retry, with no answer to pass on): a false success.
+func TestDeadlineOneMillisecondNothingForwarded(t *testing.T) {
+	for _, proto := range []string{"loop", "goroutine", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			b, _ := newDualBackend(t, answersIn(0))
+			engine := proto
+			if proto == "h2" {
+				engine = "loop"
+			}
+			p := startProxyOn(t, engine, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+			c := clientFor(p)
+			if proto == "h2" {
+				c = h2Client(t, p)
+			}
+			resp, body := doBody(t, c, "GET", "http://svc/", map[string]string{"Retrycap-Deadline": "1"})
+			const want = "retrycap-proxy: upstream svc: no time left (Retrycap-Deadline: 0): nothing forwarded\n"
+			if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Retrycap-Exhausted") != "deadline" || body != want {
+				t.Fatalf("%d %q %q, want 504 deadline %q", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, want)
+			}
+			if n := b.hits.Load(); n != 0 {
+				t.Fatalf("upstream saw %d requests, want 0", n)
+			}
+			// The healthy path still works.
+			resp, body = doBody(t, c, "GET", "http://svc/", map[string]string{"Retrycap-Deadline": "5000"})
+			if resp.StatusCode != 200 || body != "ok" || b.hits.Load() != 1 {
+				t.Fatalf("%d %q after %d requests, want 200 ok after 1", resp.StatusCode, body, b.hits.Load())
+			}
+		})
+	}
 }

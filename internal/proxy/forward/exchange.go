@@ -208,6 +208,15 @@ func (x *Exchange) NextAttempt() bool {
 		// The time left now, rounded down: each hop only lowers it.
 		ms := x.dl.HeaderMs(NowNanos())
 		if ms == 0 {
+			if x.attempt == 1 {
+				// Less than a millisecond was left by the time the first
+				// attempt would go (Retrycap-Deadline: 1): no answer to
+				// pass on, so the proxy's own 504, as for a deadline of 0
+				// (giveUp had nothing but the empty response: a 200).
+				up.M.Denied[policy.ReasonDeadline].Inc()
+				x.failStatus(fasthttp.StatusGatewayTimeout, policy.ReasonDeadline, "no time left (Retrycap-Deadline: 0): nothing forwarded")
+				return false
+			}
 			// A retry whose backoff ran into the deadline (Decide left it
 			// room; a stalled machine did not).
 			x.giveUp(policy.ReasonDeadline, x.attempt-1, x.lastErr, x.lastCond)
