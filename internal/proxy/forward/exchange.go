@@ -54,9 +54,12 @@ type Exchange struct {
 	// --max-time-to-answer: the smallest), arrived the time it left when
 	// the call arrived; cut says the attempt under way is bounded by it,
 	// not by the per-try timeout (TryTimeout).
-	dl        policy.Deadline
-	arrived   time.Duration
-	cut       bool
+	dl      policy.Deadline
+	arrived time.Duration
+	cut     bool
+	// callerDl: dl is the caller's, lower than --max-time-to-answer
+	// (policy.CallerSet): an attempt cut by it is not a breaker failure.
+	callerDl  bool
 	generated bool
 	// clientGone: the client closed its end while the attempt ran
 	// (ClientGone).
@@ -205,6 +208,15 @@ func (x *Exchange) NextAttempt() bool {
 		// The time left now, rounded down: each hop only lowers it.
 		ms := x.dl.HeaderMs(NowNanos())
 		if ms == 0 {
+			if x.attempt == 1 {
+				// Less than a millisecond was left by the time the first
+				// attempt would go (Retrycap-Deadline: 1): no answer to
+				// pass on, so the proxy's own 504, as for a deadline of 0
+				// (giveUp had nothing but the empty response: a 200).
+				up.M.Denied[policy.ReasonDeadline].Inc()
+				x.failStatus(fasthttp.StatusGatewayTimeout, policy.ReasonDeadline, "no time left (Retrycap-Deadline: 0): nothing forwarded")
+				return false
+			}
 			// A retry whose backoff ran into the deadline (Decide left it
 			// room; a stalled machine did not).
 			x.giveUp(policy.ReasonDeadline, x.attempt-1, x.lastErr, x.lastCond)
@@ -252,6 +264,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
 		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
 		Deadline: x.dl, PerTry: up.PerTry, Arrived: x.arrived,
+		CallerBound: x.cut && x.callerDl,
 	}
 	x.respScanned = false
 	var stale *StaleError
@@ -399,6 +412,7 @@ func (x *Exchange) deadlineIn(hadBag bool) bool {
 		removeRequestFields(h, func(k []byte, _ *Scratch) bool { return bytes.EqualFold(k, keyDeadline) }, x.sc)
 	}
 	x.dl, x.arrived = policy.DeadlineAt(x.start, d, ok), d
+	x.callerDl = policy.CallerSet(d, ok, x.f.Cfg.MaxTimeToAnswer)
 	if ok && d < time.Millisecond {
 		x.up.M.Denied[policy.ReasonDeadline].Inc()
 		x.failStatus(fasthttp.StatusGatewayTimeout, policy.ReasonDeadline, "no time left (Retrycap-Deadline: 0): nothing forwarded")

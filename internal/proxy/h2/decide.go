@@ -93,6 +93,10 @@ type callState struct {
 	dl      policy.Deadline
 	arrived time.Duration
 	dlField bool
+	// callerDl: dl is the caller's, lower than --max-time-to-answer
+	// (policy.CallerSet): an attempt bounded by it is not a breaker
+	// failure when it runs out of time (policy.Outcome.CallerBound).
+	callerDl bool
 	// perTry is the upstream's per-try timeout (its own, else
 	// --per-try-timeout).
 	perTry  time.Duration
@@ -304,6 +308,7 @@ func (c *callState) deadlineIn() (gone bool) {
 		})
 	}
 	c.dl, c.arrived = policy.DeadlineAt(c.start, d, ok), d
+	c.callerDl = policy.CallerSet(d, ok, c.h.cfg.MaxTimeToAnswer)
 	return ok && d < time.Millisecond
 }
 
@@ -427,6 +432,13 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		Remaining: time.Duration(c.end - now), GRPC: c.grpc, Cond: res.cond,
 		Deadline: c.dl, PerTry: c.perTry, Arrived: c.arrived,
 		DeadlineCut: res.err != nil && res.cut,
+	}
+	if c.callerDl {
+		// Bounded by the caller's time left, not the per-try timeout:
+		// cut by it, or with it as the deadline forwarded at the
+		// attempt's start (an upstream's DEADLINE_EXCEEDED or 504).
+		_, startCut := c.dl.TryTimeout(c.attemptStart, c.perTry)
+		o.CallerBound = res.cut || startCut
 	}
 	if c.grpc && res.err != nil && res.answered {
 		// The upstream answered, then the attempt failed (its head

@@ -1095,6 +1095,14 @@ func (a *ratt) upstreamResetLocked(code http2.ErrCode, err error) {
 		return
 	}
 	a.upEnded = true
+	if code == http2.ErrCodeCancel && !a.answered && a.s.upstreamDeadline(codeDeadline) {
+		// grpc-go's server resets the stream (CANCEL) when the deadline
+		// it was forwarded passes: the call's own deadline, racing the
+		// proxy's timer as a DEADLINE_EXCEEDED does (upstreamDeadline),
+		// answered the same whichever comes first.
+		a.deadlineCut()
+		return
+	}
 	a.fail(err)
 }
 

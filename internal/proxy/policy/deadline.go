@@ -94,6 +94,15 @@ func IncomingDeadline(headers [][]byte, baggage []byte, haveBaggage bool, max ti
 	return time.Duration(ms) * time.Millisecond, ok
 }
 
+// CallerSet reports whether a deadline d that IncomingDeadline (or the h2
+// relay's equivalent) resolved is the caller's, lower than the proxy's own
+// --max-time-to-answer max (0: none), rather than that bound itself: an
+// attempt it cuts before the per-try timeout is the caller's budget, not
+// the upstream's failure (Outcome.CallerBound).
+func CallerSet(d time.Duration, ok bool, max time.Duration) bool {
+	return ok && (max <= 0 || d < max/time.Millisecond*time.Millisecond)
+}
+
 // Deadline is the instant a call's answer is due, in the clock's
 // nanoseconds (Config.Now); the zero Deadline is none.
 type Deadline struct {

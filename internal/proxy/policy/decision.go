@@ -80,6 +80,12 @@ type Outcome struct {
 	DeadlineCut bool
 	PerTry      time.Duration
 	Arrived     time.Duration
+	// CallerBound: the attempt's time bound, and so the deadline it carried
+	// upstream, was the caller's time left, shorter than the policy's own
+	// bound (the per-try timeout; with none, --max-time-to-answer): a cut
+	// by it, or an upstream's 504 / DEADLINE_EXCEEDED, is the caller's
+	// budget running out, not a breaker failure (Settle).
+	CallerBound bool
 	// ClientGone: the client went away while the attempt ran (closed or
 	// reset its connection, RST_STREAM): a failed attempt is then its own
 	// cancellation, not the upstream's failure (Cancelled, Settle).

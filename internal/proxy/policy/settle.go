@@ -45,6 +45,19 @@ func (o *Outcome) Fault() bool {
 	return o.Status >= 500
 }
 
+// TimeFault reports whether the attempt failed for lack of time: it timed
+// out (the proxy's cut), or the upstream answered 504 (HTTP) or
+// DEADLINE_EXCEEDED (gRPC). With CallerBound it is not a breaker failure.
+func (o *Outcome) TimeFault() bool {
+	switch {
+	case o.Cond != CondNone:
+		return o.Cond == CondTimeout
+	case o.GRPC:
+		return o.GRPCCode == grpcDeadlineExceeded
+	}
+	return o.Status == 504
+}
+
 // Cancelled reports whether the attempt is the client's own cancellation:
 // its client went away (ClientGone) and the attempt failed. A failure then
 // (a timeout nobody waited for, the reset of the upstream stream or
@@ -63,6 +76,9 @@ func (o *Outcome) Cancelled() bool { return o.ClientGone && o.Fault() }
 //     nobody probing or reopening on a failure nobody saw; false: no
 //     retry decision (nobody waits for one; nothing is taken from the
 //     retry budget, no denial counted);
+//   - an attempt whose bound was the caller's time left (CallerBound)
+//     that timed out or was answered 504 / DEADLINE_EXCEEDED (TimeFault):
+//     not counted, a probe's place given back, and judged;
 //   - a stale connection's failure (Outcome.Stale): not counted, a probe's
 //     place given back, and judged (its retry is decided);
 //   - a Fault: Breaker.Failure;
@@ -76,6 +92,14 @@ func Settle(o *Outcome, br *Breaker, probe bool, now int64) (judged bool) {
 			br.Cancel(probe)
 		}
 		return false
+	case o.CallerBound && o.TimeFault():
+		// The caller's deadline ran out before the policy's own bound:
+		// its budget, not evidence about the upstream (docs/decisions.md,
+		// brk19). Judged (a cut reports deadline), not counted, a probe's
+		// place given back.
+		if br != nil {
+			br.Cancel(probe)
+		}
 	case o.Stale:
 		// An upstream closing idle connections is common and says nothing
 		// of its health: neither a failure nor a success (a probe's place

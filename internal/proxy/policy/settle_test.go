@@ -252,3 +252,76 @@ func TestDecideStale(t *testing.T) {
 		t.Fatalf("stale, not retryable: %+v, want reason not-retryable", d)
 	}
 }
+
+// An attempt bounded by the caller's time left (CallerBound) that ran out
+// of it (a timeout, a 504, a DEADLINE_EXCEEDED) is not a breaker failure,
+// but is judged; any other failure of such an attempt is, and a timeout
+// past the policy's own bound still is: threshold 2, the breaker opens at
+// the second counted failure exactly.
+func TestSettleCallerBound(t *testing.T) {
+	const now = int64(time.Second)
+	for _, c := range []struct {
+		name    string
+		o       Outcome
+		counted bool
+	}{
+		{"timeout", Outcome{Cond: CondTimeout, CallerBound: true, DeadlineCut: true}, false},
+		{"504", Outcome{Status: 504, CallerBound: true}, false},
+		{"grpc DEADLINE_EXCEEDED", Outcome{GRPC: true, Status: 200, GRPCCode: 4, CallerBound: true}, false},
+		{"503", Outcome{Status: 503, CallerBound: true}, true},
+		{"reset", Outcome{Cond: CondReset, CallerBound: true}, true},
+		{"grpc UNAVAILABLE", Outcome{GRPC: true, Status: 200, GRPCCode: 14, CallerBound: true}, true},
+		{"grpc 504 status on OK", Outcome{GRPC: true, Status: 504, CallerBound: true}, false},
+		{"timeout past the per-try bound", Outcome{Cond: CondTimeout}, true},
+		{"504 with room", Outcome{Status: 504}, true},
+	} {
+		br := NewBreaker(2, time.Minute, time.Minute)
+		for i := range 2 {
+			o := c.o
+			if !Settle(&o, br, false, now) {
+				t.Fatalf("%s: not judged", c.name)
+			}
+			want := BreakerClosed
+			if c.counted && i == 1 {
+				want = BreakerOpen
+			}
+			if got := br.State(now); got != want {
+				t.Fatalf("%s: after %d, breaker %v, want %v", c.name, i+1, got, want)
+			}
+		}
+	}
+	// A half-open probe cut by its caller's deadline gives its place back:
+	// the next attempt probes.
+	br := NewBreaker(1, time.Minute, time.Millisecond)
+	br.Failure(now, false)
+	later := now + int64(time.Second)
+	if ok, probe := br.Allow(later); !ok || !probe {
+		t.Fatalf("Allow = %v %v, want the probe", ok, probe)
+	}
+	o := Outcome{Cond: CondTimeout, CallerBound: true, DeadlineCut: true}
+	Settle(&o, br, true, later)
+	if ok, probe := br.Allow(later); !ok || !probe {
+		t.Fatalf("after the probe's caller ran out of time: Allow = %v %v, want a new probe", ok, probe)
+	}
+}
+
+func TestCallerSet(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		d    time.Duration
+		ok   bool
+		max  time.Duration
+		want bool
+	}{
+		{0, false, 0, false},                // no deadline
+		{500 * ms, true, 0, true},           // the caller's, no bound of the proxy's
+		{500 * ms, true, 3000 * ms, true},   // the caller lowered it
+		{3000 * ms, true, 3000 * ms, false}, // --max-time-to-answer itself
+		{3000 * ms, true, 3000*ms + 400*time.Microsecond, false},
+		{2999 * ms, true, 3000*ms + 400*time.Microsecond, true},
+	} {
+		if got := CallerSet(c.d, c.ok, c.max); got != c.want {
+			t.Errorf("CallerSet(%v, %v, %v) = %v, want %v", c.d, c.ok, c.max, got, c.want)
+		}
+	}
+}
