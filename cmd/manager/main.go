@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -44,7 +45,7 @@ func main() {
 	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the manager's own namespace, never acted on by the webhooks, and the lease's (default: $POD_NAMESPACE)")
 	flag.StringVar(&o.MeshAPIs, "mesh-apis", meshwatch.ModeAuto, "the mesh APIs whose retry layers the manager reads, when the cluster serves them: \"auto\" (all), \"none\", or a comma-separated list of resource.group (virtualservices.networking.istio.io, serviceentries.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)")
 	flag.DurationVar(&o.MeshRecheck, "mesh-recheck-interval", meshwatch.DefaultRecheck, "how often the manager discovers again which mesh APIs the cluster serves")
-	istioDefault := flag.Int64("istio-default-retries", mesh.IstioDefaultRetries, "Istio's default retries for routes that set none; unset: the MeshConfigs' defaultHttpRetryPolicy.attempts (ConfigMaps istio-system/istio and istio-system/istio-<rev>, the most of them), else Istio's 2")
+	flag.Var(optionalInt64{&o.IstioDefaultRetries}, "istio-default-retries", istioDefaultUsage)
 	flag.StringVar(&o.Prometheus.URL, "prometheus-url", "", "Prometheus base URL: the manager queries the proxies' (and Envoy's) per-upstream counters and puts the observed tries and amplification beside the computed ones in the policy status, with the ObservedWithinComputed condition, and the observed graph (Istio, Linkerd, OpenTelemetry service graph, proxies) compared with the declared one in status.graph, with the GraphComplete condition; empty: off")
 	flag.DurationVar(&o.Prometheus.Interval, "prometheus-interval", operator.DefaultPrometheusInterval, "how often the manager queries --prometheus-url")
 	flag.DurationVar(&o.Prometheus.Window, "prometheus-window", promquery.DefaultWindow, "the range the counters' increase is taken over")
@@ -64,12 +65,6 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	flag.Visit(func(f *flag.Flag) {
-		// Only when given: unset, the MeshConfig in the cluster decides.
-		if f.Name == "istio-default-retries" {
-			o.IstioDefaultRetries = istioDefault
-		}
-	})
 	zeroGiven := givenProblem(flag.CommandLine)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -260,6 +255,31 @@ func lostLeadership(ctx context.Context, err error) bool {
 
 // labelList is a repeatable flag of label names (--prometheus-replica-label); checked where the
 // client is made (telemetry.CheckReplicaLabels).
+// istioDefaultUsage is --istio-default-retries' help: unset, the MeshConfigs decide, so the help
+// shows no default.
+var istioDefaultUsage = fmt.Sprintf("Istio's default retries for routes that set none, an `int` of 0 or more; unset: the MeshConfigs' defaultHttpRetryPolicy.attempts (ConfigMaps istio-system/istio and istio-system/istio-<rev>, the most of them), else Istio's %d", mesh.IstioDefaultRetries)
+
+// optionalInt64 is an integer flag whose absence means something of its own: it leaves *v nil.
+// Before, --istio-default-retries was a plain Int64 flag read only when flag.Visit saw it given,
+// and its help said "(default 2)", as if 2 overrode the MeshConfigs when unset.
+type optionalInt64 struct{ v **int64 }
+
+func (o optionalInt64) String() string {
+	if o.v == nil || *o.v == nil {
+		return ""
+	}
+	return strconv.FormatInt(**o.v, 10)
+}
+
+func (o optionalInt64) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	*o.v = &n
+	return nil
+}
+
 type labelList []string
 
 func (l *labelList) String() string {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,5 +64,41 @@ func TestGivenProblem(t *testing.T) {
 		if got := givenProblem(fs); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestIstioDefaultRetriesHelp: --istio-default-retries left out leaves the option nil (the
+// MeshConfigs decide) and its help names no default; given, 0 included, it is that number.
+// Before, a plain Int64 flag printed "(default 2)", as if 2 were used when it was left out.
+func TestIstioDefaultRetriesHelp(t *testing.T) {
+	var v *int64
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var(optionalInt64{&v}, "istio-default-retries", istioDefaultUsage)
+	var help strings.Builder
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	want := "  -istio-default-retries int\n" +
+		"    \tIstio's default retries for routes that set none, an int of 0 or more; unset: the MeshConfigs' defaultHttpRetryPolicy.attempts (ConfigMaps istio-system/istio and istio-system/istio-<rev>, the most of them), else Istio's 2\n"
+	if help.String() != want {
+		t.Errorf("help:\n%s\nwant:\n%s", help.String(), want)
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(nil); err != nil || v != nil {
+		t.Fatalf("left out: %v, err %v; want nil", v, err)
+	}
+	for _, tc := range []struct {
+		arg  string
+		want int64
+	}{{"0", 0}, {"5", 5}} {
+		v = nil
+		if err := fs.Parse([]string{"--istio-default-retries", tc.arg}); err != nil || v == nil || *v != tc.want {
+			t.Errorf("--istio-default-retries %s: %v, err %v; want %d", tc.arg, v, err, tc.want)
+		}
+	}
+	v = nil
+	err := fs.Parse([]string{"--istio-default-retries", "two"})
+	if want := `invalid value "two" for flag -istio-default-retries: "two" is not an integer`; err == nil || err.Error() != want || v != nil {
+		t.Errorf("--istio-default-retries two: %v, err %v; want nil and %q", v, err, want)
 	}
 }

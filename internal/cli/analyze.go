@@ -28,14 +28,15 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 Services and RetryPolicies (a Pod, Job or ReplicaSet a controller owns is covered by its owner)
 (also inside any List, such as apps/v1 DeploymentList) from files, directories (*.yaml, *.yml,
 *.json; only the files directly in them unless -R, as kubectl -f), kustomizations (-k DIR, built
-as kustomize build does: in process in the retrycap CLI, by kubectl kustomize in the plugin) or "-" (stdin), multi-document YAML or JSON, and prints first what it
-read (objects, workloads and how many declare upstreams, Services, mesh objects, ignored kinds,
-every warning), then for every RetryPolicy its cap, amplification, worst path, worst-case load
-and the violations with the attempts that would fit. ClusterRetryPolicies are reported the same
-way over the namespaces they select, by the labels of the Namespace objects in the input (or
---namespace-labels); a namespace with workloads whose labels are not given is not guessed: it is
-reported as not checked (exit 2). A file that is not a Kubernetes manifest
-(app config, a JSON patch, an unrendered Helm template) is skipped with a warning.
+as kustomize build does: in process in the retrycap CLI, by kubectl kustomize in the plugin) or
+"-" (stdin), multi-document YAML or JSON, and prints first what it read (objects, workloads and how
+many declare upstreams, Services, mesh objects, ignored kinds, every warning), then for every
+RetryPolicy its cap, amplification, worst path, worst-case load and the violations with the attempts
+that would fit. ClusterRetryPolicies are reported the same way over the namespaces they select, by
+the labels of the Namespace objects in the input (or --namespace-labels); a namespace with workloads
+whose labels are not given is not guessed: it is reported as not checked (exit 2). A file that is
+not a Kubernetes manifest (app config, a JSON patch, an unrendered Helm template) is skipped with a
+warning.
 
 Outputs: table and tree (the summary first, on stdout); json (the summary inside, and on stderr;
 on bad input a document of the errors, each with its file, object, field and value);

@@ -32,9 +32,10 @@ func NewGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "graph [POLICY] [-n NAMESPACE | -A]",
 		Short: "Show the live call graph of each RetryPolicy: the attempts on every edge, the worst path marked",
 		Long: `graph reads the RetryPolicies, the workloads (Deployments, StatefulSets, DaemonSets, CronJobs,
-Jobs and ReplicaSets no controller owns, and bare Pods) and the Services of a namespace from the cluster and prints each policy's graph, computed exactly as the
-controller computes its status: as a tree from the entrypoints with the attempts on each edge
-("-x3->") and the worst path marked "*", or as JSON, Graphviz DOT or Mermaid.
+Jobs and ReplicaSets no controller owns, and bare Pods) and the Services of a namespace from the
+cluster and prints each policy's graph, computed exactly as the controller computes its status:
+as a tree from the entrypoints with the attempts on each edge ("-x3->") and the worst path
+marked "*", or as JSON, Graphviz DOT or Mermaid.
 
 The cluster is found like kubectl finds it: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
 else the in-cluster service account; the namespace defaults to the kubeconfig context's.

@@ -54,11 +54,12 @@ the lines read, skipped, bad and over --max-line go to stderr.
 
 It reads retrycap-proxy's access log (--access-log, JSON lines), Envoy's and Istio's access logs in
 their default text and JSON formats and Envoy Gateway's JSON (keyed by x-request-id), as written,
-through the kubelet's CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
-directories (every file below), stdin ("-", the default without -f and --from-cluster), or with
---from-cluster the logs of container -c of the pods -l selects, through the API server
+through the kubelet's CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz,
+from files, directories (every file below), stdin ("-", the default without -f and --from-cluster),
+or with --from-cluster the logs of container -c of the pods -l selects, through the API server
 (pods/log; needs list on pods and get on pods/log); with -c retrycap-proxy only the sidecars
-retrycap's injector added (annotation retrycap.dev/injected), the others named on stderr. Memory is per key, not per line.
+retrycap's injector added (annotation retrycap.dev/injected), the others named on stderr. Memory is
+per key, not per line.
 
 In a log store: -o sql prints the same aggregation as a query over a table of attempts (--dialect
 postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the

@@ -13,7 +13,8 @@ import (
 // citedSection is a page and a section cited by its title instead of a link, as Go comments
 // and some pages do: docs/operating.md, "The proxy's memory after a load". A link's #anchor is
 // TestLinksResolve's; this is the same check for the citations a link cannot carry.
-var citedSection = regexp.MustCompile(`\bdocs/([a-z0-9/_-]+\.md)[,:]? \(?"([^"]{3,100})"`)
+// A path that only ends in docs/ (istio.io's content/en/docs/...) is another project's page.
+var citedSection = regexp.MustCompile(`(?:^|[^/\w.-])docs/([a-z0-9/_-]+\.md)[,:]? \(?"([^"]{3,100})"`)
 
 // commentLead joins a Go comment's lines, so that a citation wrapped after the page still reads
 // as one.
@@ -133,7 +134,8 @@ func TestCitedIn(t *testing.T) {
 		code:  []bool{false, false, false, true, true, true}}
 	page := func(rel string) (markdown, bool) { return md, rel == "docs/x.md" }
 	text := `docs/x.md, "The proxy's memory after a load" docs/x.md "The at-most-once matrix" ` +
-		`docs/x.md, "In code" docs/x.md, "Renamed" docs/y.md, "Anything"`
+		`docs/x.md, "In code" docs/x.md, "Renamed" docs/y.md, "Anything" ` +
+		`(istio.io content/en/docs/ops/index.md, "Elsewhere")`
 	bad, n := citedIn(t, text, page)
 	want := []string{`docs/x.md, "In code"`, `docs/x.md, "Renamed"`, "docs/y.md (no such page)"}
 	if n != 5 || strings.Join(bad, "|") != strings.Join(want, "|") {

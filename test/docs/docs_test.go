@@ -3,6 +3,8 @@ package docs
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -805,14 +807,22 @@ func flagsBothWays(t *testing.T, where, program string, code, doc []string) {
 
 // shownCall is a command line shown in a docs code block with its output below it: "$ retrycap
 // analyze ...", also as bin/retrycap or kubectl retrycap, optionally ending "# exit N".
-var shownCall = regexp.MustCompile(`^\$ (?:bin/retrycap|retrycap|kubectl retrycap) (analyze|observe)((?: [^|<>;&#]*?)?)\s*(?:#\s*exit (\d))?$`)
+var shownCall = regexp.MustCompile(`^\$ (?:bin/retrycap|retrycap|kubectl retrycap) (analyze|observe|discover)((?: [^|<>;&#]*?)?)\s*(?:#\s*exit (\d))?$`)
 
-// TestShownOutputIsPrinted: a code block that shows `$ retrycap analyze|observe ...` (commands
-// that need no cluster; stdin empty) shows what the command prints today (stdout and stderr as
+// update rewrites the output lines the docs show below a `$ retrycap ...` line with what the
+// command prints (go test ./test/docs -run TestShownOutputIsPrinted -update), keeping each
+// block's "..." and the number of lines shown on either side of it; review the diff.
+var update = flag.Bool("update", false, "rewrite the docs' shown command output with what the commands print")
+
+// TestShownOutputIsPrinted: a code block that shows `$ retrycap analyze|observe|discover ...`
+// (commands that need no cluster, run with -f or -k; stdin empty) shows what the command prints today (stdout and stderr as
 // a terminal shows them): the command is run in process from the repository's root, and each
 // line below it, up to the block's end or the next "$ " line, must be the output's line at that
 // place; a line "..." leaves lines out: the ones after it are the output's last. With "# exit N"
-// the exit status must be N. Before, docs/cli.md's and observe.md's sample outputs were checked by
+// the exit status must be N, without it 0 (a reader takes a block without one for a success).
+// Before docs19, observe.md's answers to Envoy's TCP lines and to a proxy without its access log
+// were quoted without the command, "(the first: ...)" standing for a path, and checked by
+// nothing. Before, docs/cli.md's and observe.md's sample outputs were checked by
 // nothing.
 func TestShownOutputIsPrinted(t *testing.T) {
 	dir, err := filepath.Abs(root)
@@ -825,6 +835,7 @@ func TestShownOutputIsPrinted(t *testing.T) {
 	}
 	t.Chdir(dir) // the commands name the repository's paths (config/samples)
 	checked := 0
+	edits := map[string][]edit{} // -update's, per doc
 	for _, md := range docs {
 		rel := md.path
 		for i := 0; i < len(md.lines); i++ {
@@ -834,24 +845,31 @@ func TestShownOutputIsPrinted(t *testing.T) {
 			}
 			var out bytes.Buffer
 			r := cli.NewRoot(strings.NewReader(""), &out, &out)
-			r.AddCommand(cli.NewAnalyzeCmd(strings.NewReader(""), &out, &out), cli.NewObserveCmd(strings.NewReader(""), &out, &out))
+			r.AddCommand(cli.NewAnalyzeCmd(strings.NewReader(""), &out, &out), cli.NewObserveCmd(strings.NewReader(""), &out, &out),
+				cli.NewDiscoverCmd(strings.NewReader(""), &out, &out))
 			code := cli.Execute(r, append([]string{m[1]}, strings.Fields(m[2])...))
 			where := fmt.Sprintf("%s:%d: %s", rel, i+1, strings.TrimPrefix(md.lines[i], "$ "))
-			if m[3] != "" && strconv.Itoa(code) != m[3] {
-				t.Errorf("%s: exit %d, the doc says %s", where, code, m[3])
+			if want := cmp.Or(m[3], "0"); strconv.Itoa(code) != want {
+				t.Errorf("%s: exit %d, the doc says %s", where, code, want)
 			}
 			got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 			var head, tail []string
+			var headAt, tailAt []int // the doc's line index of each
 			elided := false
 			for j := i + 1; j < len(md.lines) && md.code[j] && !strings.HasPrefix(strings.TrimSpace(md.lines[j]), "```") && !strings.HasPrefix(md.lines[j], "$ "); j++ {
 				switch {
 				case md.lines[j] == "...":
 					elided = true
 				case elided:
-					tail = append(tail, md.lines[j])
+					tail, tailAt = append(tail, md.lines[j]), append(tailAt, j)
 				default:
-					head = append(head, md.lines[j])
+					head, headAt = append(head, md.lines[j]), append(headAt, j)
 				}
+			}
+			if *update {
+				edits[rel] = append(edits[rel], rewrite(got, headAt, tailAt, elided, i)...)
+				checked++
+				continue
 			}
 			if len(head)+len(tail) > len(got) || !elided && len(head) != len(got) {
 				t.Errorf("%s: the doc shows %d lines, the command printed %d (a line \"...\" leaves some out):\n%s", where, len(head)+len(tail), len(got), out.String())
@@ -872,9 +890,50 @@ func TestShownOutputIsPrinted(t *testing.T) {
 			checked++
 		}
 	}
-	if checked == 0 {
-		t.Fatal("no `$ retrycap analyze|observe` block with its output found in the docs: nothing checked")
+	if checked < 7 {
+		t.Fatalf("%d `$ retrycap analyze|observe|discover` blocks with their output found in the docs, want 7 or more: the pattern no longer matches", checked)
 	}
+	for _, md := range docs {
+		if len(edits[md.path]) == 0 {
+			continue
+		}
+		lines := md.lines
+		es := edits[md.path]
+		slices.SortFunc(es, func(a, b edit) int { return b.from - a.from }) // from the end: the indices before stay right
+		for _, e := range es {
+			lines = slices.Concat(lines[:e.from], e.lines, lines[e.to:])
+		}
+		if err := os.WriteFile(md.path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// edit replaces a doc's lines [from, to) with lines.
+type edit struct {
+	from, to int
+	lines    []string
+}
+
+// rewrite is the edits that put got into a block whose output lines are at headAt and, after a
+// "...", tailAt: with a "...", the same number of lines on each side of it; without, the whole
+// output, lines added or removed.
+func rewrite(got []string, headAt, tailAt []int, elided bool, call int) []edit {
+	if !elided {
+		return []edit{{from: call + 1, to: call + 1 + len(headAt), lines: got}}
+	}
+	var edits []edit
+	for k, j := range headAt {
+		if k < len(got) {
+			edits = append(edits, edit{from: j, to: j + 1, lines: []string{got[k]}})
+		}
+	}
+	for k, j := range tailAt {
+		if at := len(got) - len(tailAt) + k; at >= 0 {
+			edits = append(edits, edit{from: j, to: j + 1, lines: []string{got[at]}})
+		}
+	}
+	return edits
 }
 
 // valuePaths adds to out the dotted path of every key of a values tree, maps and leaves alike.
