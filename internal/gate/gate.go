@@ -120,6 +120,10 @@ type verdict struct {
 	time *timeVerdict
 	// timeVia is the incoming workload when the time's node is a Service's name, not its own.
 	timeVia string
+	// levers, when the cap's plan does not fit, name what else can lower the chain
+	// (workload.Result.Levers): "lower Deployment shop/gateway retrycap.dev/upstreams order=5, or
+	// raise RetryPolicy shop/checkout spec.maxAmplification: 4".
+	levers string
 	// envFixes are the plan's changes on the incoming workload's edges whose tries are the AWS
 	// SDK's, in their unit ("Deployment shop/audit container app env AWS_MAX_ATTEMPTS: 3 -> 1",
 	// workload.EnvFix): taken out of the plan, whose "may keep up=N" would only tell retrycap a
@@ -175,9 +179,26 @@ func (v verdict) message() string {
 	return msg
 }
 
+// withLevers sets v.levers when v is over the cap alone and no count of the workload's attempts
+// fits: the workload at 1 attempt is not what to change, and the message names what is.
+func withLevers(v verdict, r *workload.Result, incoming *workload.Parsed) verdict {
+	if v.time != nil || !v.capOver() || v.plan == nil || v.plan.Fits {
+		return v
+	}
+	var skip [2]string
+	if i := slices.Index(v.judge.Path, v.node); i >= 0 && i+1 < len(v.judge.Path) {
+		skip = [2]string{v.node, v.judge.Path[i+1]}
+	}
+	v.levers = r.Levers(v.judge.Path, v.judge.Factors, skip, "", r.IncomingEdges(incoming, v.node)...)
+	return v
+}
+
 // capMessage is the message of a verdict over the cap alone.
 func (v verdict) capMessage() string {
 	msg := graph.AdmissionMessage(v.policy.Ref().QualifiedName(), v.judge, v.plan)
+	if v.levers != "" {
+		msg += ": " + v.levers
+	}
 	if v.layers != "" {
 		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
 		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
@@ -457,7 +478,8 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			if !j.Over {
 				return verdict{}, false, nil
 			}
-			return sdkVerdict(meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming), incoming), true, nil
+			v := meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming)
+			return sdkVerdict(withLevers(v, b.Result(), incoming), incoming), true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
@@ -488,7 +510,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 	if v.node != own {
 		v.via = w.String()
 	}
-	v = meshVerdict(v, r, incoming)
+	v = withLevers(meshVerdict(v, r, incoming), r, incoming)
 	if tv != nil {
 		// The time's plan is in the application's attempts already (graph.JudgeTime).
 		v.plan = graph.MergePlans(v.plan, renamed(tv.plan, v.node))

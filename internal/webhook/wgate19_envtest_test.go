@@ -48,16 +48,18 @@ func orderCanary(ns, upstreams string) *appsv1.Deployment {
 // stored value by Rewrite (the time's Rewrite refused it).
 var _ = Describe("workload gate, Rewrite stores what Reject admits", Ordered, func() {
 	ctx := context.Background()
+	cap15 := func(ns string) string {
+		return "gateway -x5-> order -x3-> payment = 15 > cap 4; no rewrite fits: even with order: payment=1, gateway -x5-> order -x1-> payment = 5 > cap 4: lower Deployment " + ns + "/gateway retrycap.dev/upstreams order=5, or raise RetryPolicy " + ns + "/checkout spec.maxAmplification: 4"
+	}
 	const (
-		cap15 = "gateway -x5-> order -x3-> payment = 15 > cap 4; no rewrite fits: even with order: payment=1, gateway -x5-> order -x1-> payment = 5 > cap 4"
 		time6 = "client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s; no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s"
 	)
 
 	It("cap, Reject: refuses the create and the raising update, admits a lowering one", func() {
 		const ns = "wgate19-reject"
 		overIntoNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementReject), "order=5", "payment=1")
-		Expect(k8sClient.Create(ctx, orderCanary(ns, "payment=3"))).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + cap15))
-		Expect(setUpstreams(ctx, k8sClient, ns, "order", "payment=3")).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + cap15))
+		Expect(k8sClient.Create(ctx, orderCanary(ns, "payment=3"))).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + cap15(ns)))
+		Expect(setUpstreams(ctx, k8sClient, ns, "order", "payment=3")).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + cap15(ns)))
 		// An update that keeps its attempts (a new label) is admitted, the chain over as stored.
 		var d appsv1.Deployment
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &d)).To(Succeed())
@@ -69,14 +71,14 @@ var _ = Describe("workload gate, Rewrite stores what Reject admits", Ordered, fu
 		const ns = "wgate19-rewrite"
 		overIntoNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementRewrite), "order=5", "payment=1")
 		c, warnings := gateClient()
-		Expect(c.Create(ctx, orderCanary(ns, "payment=3"))).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + cap15 +
+		Expect(c.Create(ctx, orderCanary(ns, "payment=3"))).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + cap15(ns) +
 			` (refused although enforcement is Rewrite: lowered as far as it goes, Deployment ` + ns + `/order-canary annotation retrycap.dev/upstreams="payment=1" still makes gateway -x5-> order -x1-> payment = 5 > cap 4)`))
 		Expect(warnings.take()).To(BeEmpty())
 
 		Expect(setUpstreams(ctx, c, ns, "order", "payment=3")).To(Succeed())
 		Expect(warnings.take()).To(Equal([]string{
 			"RetryPolicy " + ns + "/checkout rewrote retrycap.dev/upstreams of Deployment " + ns + "/order: payment=3 -> payment=1 (gateway -x5-> order -x3-> payment = 15 > cap 4)",
-			"RetryPolicy " + ns + "/checkout: " + cap15 + " (admitted: enforcement is Rewrite; Deployment " + ns + "/order is lowered as far as it goes, which raises nothing over the stored object)",
+			"RetryPolicy " + ns + "/checkout: " + cap15(ns) + " (admitted: enforcement is Rewrite; Deployment " + ns + "/order is lowered as far as it goes, which raises nothing over the stored object)",
 		}))
 		var stored appsv1.Deployment
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &stored)).To(Succeed())
