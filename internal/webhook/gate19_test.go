@@ -127,7 +127,7 @@ spec:
     retry: {attempts: 3}
 `
 	const sent = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes productpage -x1-> reviews -x4-> ratings = 4 > cap 1" +
-		"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"
+		"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 1 (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"
 	for _, tc := range []struct {
 		e    v1alpha1.Enforcement
 		want MeshDecision
