@@ -112,3 +112,23 @@ func TestRewriteStoresWhatRejectAdmits(t *testing.T) {
 		})
 	}
 }
+
+// TestLeversNameTheFields: a refusal no count of the workload's own attempts fixes names each
+// other factor on the chain as the field that sets it: the entrypoint's client attempts, a
+// caller's entry that takes the policy's default, a canary's entry of the same service, the
+// cap. It said nothing after "no rewrite fits: ...".
+func TestLeversNameTheFields(t *testing.T) {
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints[0].ClientAttempts = 2
+	p.Spec.Retry.DefaultAttempts = 3
+	canary := canaryOf("gateway-v2", "gateway", "order=2")
+	stored := []workload.Workload{workloadtest.Deployment("gateway", "order"), canary, workloadtest.Deployment("payment", "")}
+	got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(stored), Incoming: workloadtest.Deployment("order", "payment=1")})
+	want := Decision{Message: "RetryPolicy shop/checkout: client -x2-> gateway -x3-> order -x1-> payment = 6 > cap 4; " +
+		"no rewrite fits: even with order: payment=1, client -x2-> gateway -x3-> order -x1-> payment = 6 > cap 4: " +
+		"lower RetryPolicy shop/checkout spec.entrypoints[0].clientAttempts: 2, Deployment shop/gateway retrycap.dev/upstreams order (the policy's defaultAttempts 3), " +
+		"Deployment shop/gateway-v2 retrycap.dev/upstreams order=2, or raise RetryPolicy shop/checkout spec.maxAmplification: 4"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %#v\nwant %#v", got, want)
+	}
+}
