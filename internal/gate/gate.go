@@ -189,7 +189,7 @@ func withLevers(v verdict, r *workload.Result, incoming *workload.Parsed) verdic
 	if i := slices.Index(v.judge.Path, v.node); i >= 0 && i+1 < len(v.judge.Path) {
 		skip = [2]string{v.node, v.judge.Path[i+1]}
 	}
-	v.levers = r.Levers(v.judge.Path, v.judge.Factors, skip, "", r.IncomingEdges(incoming, v.node)...)
+	v.levers = r.Levers(v.judge.Path, v.judge.Factors, workload.LeverSkip{App: skip}, r.IncomingEdges(incoming, v.node)...)
 	return v
 }
 

@@ -263,7 +263,7 @@ func TestDecideMeshReleasedCalls(t *testing.T) {
 	stored := ratings("  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 0}\n")
 	const msg = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes the calls reviews -> ratings (the object as sent gives them no route): " +
 		"they take 3 tries (Istio default, no VirtualService binds ratings), which makes productpage -x1-> reviews -x3-> ratings = 3 > cap 2" +
-		"; keep a route of VirtualService bookinfo/ratings for them with retries that fit, or lower the callers' attempts"
+		"; keep a route of VirtualService bookinfo/ratings for them with retries that fit, or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 2"
 	for _, tc := range []struct {
 		name        string
 		e           v1alpha1.Enforcement

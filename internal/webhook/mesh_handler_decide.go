@@ -535,8 +535,12 @@ func (v meshVerdict) releasedMessage() string {
 	if v.edge.from == "" {
 		call = "to the entrypoint " + v.edge.to
 	}
-	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or lower the callers' attempts",
-		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object)
+	remedy := "lower the callers' attempts"
+	if v.levers != "" {
+		remedy = v.levers
+	}
+	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or %s",
+		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object, remedy)
 }
 
 // noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
@@ -734,7 +738,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		if v.keep > 0 {
 			v.keepBound = zeroBound(v.layer, v.keep, raw)
 		} else if v.judge.Over {
-			v.levers = r.Levers(v.judge.Path, v.judge.Factors, [2]string{}, v.layer.Object)
+			v.levers = r.Levers(v.judge.Path, v.judge.Factors, workload.LeverSkip{Object: v.layer.Object})
 		}
 		return v, true
 	}
@@ -743,7 +747,11 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		if !j.Over && tj == nil {
 			continue
 		}
-		return meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}, true
+		v := meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}
+		if j.Over {
+			v.levers = r.Levers(j.Path, j.Factors, workload.LeverSkip{Layers: [2]string{e.raised.from, e.raised.to}})
+		}
+		return v, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
 		if !v.alt.fits {

@@ -14,11 +14,9 @@ import (
 // Deployment shop/gateway retrycap.dev/upstreams order=5, VirtualService shop/order
 // spec.http[0].retries.attempts (3 tries), or RetryPolicy shop/checkout spec.maxAmplification: 4".
 // "Lower the callers' attempts" named none of them, and was wrong where the callers were at 1
-// and the tries were a mesh route's. skipApp is the edge whose application attempts are the
-// judged object's own (the workload gate's: none of it is listed), skipObject the object whose
-// layers are judged (the mesh gate's: its own field is not a lever beyond its fewest). own are
-// edges r does not record (the incoming workload's, IncomingEdges), read in place of r's.
-func (r *Result) Levers(path []string, factors []int64, skipApp [2]string, skipObject string, own ...MeshEdge) string {
+// and the tries were a mesh route's. skip says what is the judged object's own; own are edges r
+// does not record (the incoming workload's, IncomingEdges), read in place of r's.
+func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...MeshEdge) string {
 	var out []string
 	add := func(s string) {
 		for _, o := range out {
@@ -29,9 +27,12 @@ func (r *Result) Levers(path []string, factors []int64, skipApp [2]string, skipO
 		out = append(out, s)
 	}
 	layers := func(m MeshEdge, from, to string) {
+		if [2]string{from, to} == skip.Layers {
+			return
+		}
 		for _, l := range m.Layers {
 			switch {
-			case l.Tries <= 1 || l.Object != "" && l.Object == skipObject:
+			case l.Tries <= 1 || l.Object != "" && l.Object == skip.Object:
 			case l.Object != "" && l.FieldPath != "":
 				add(fmt.Sprintf("%s %s (%d tries)", l.Object, l.FieldPath, l.Tries))
 			default:
@@ -68,7 +69,7 @@ func (r *Result) Levers(path []string, factors []int64, skipApp [2]string, skipO
 			layers(m, from, to)
 			app = m.App
 		}
-		if app <= 1 || [2]string{from, to} == skipApp {
+		if app <= 1 || [2]string{from, to} == skip.App {
 			continue
 		}
 		for _, c := range r.callers(from, to) {
@@ -79,6 +80,18 @@ func (r *Result) Levers(path []string, factors []int64, skipApp [2]string, skipO
 		return "raise " + ref + " spec.maxAmplification: " + fmt.Sprint(r.Cap)
 	}
 	return "lower " + strings.Join(out, ", ") + ", or raise " + ref + " spec.maxAmplification: " + fmt.Sprint(r.Cap)
+}
+
+// LeverSkip is what Levers leaves out as the judged object's own.
+type LeverSkip struct {
+	// App is the edge whose application attempts are the object's (the workload gate's
+	// incoming workload: at 1 already).
+	App [2]string
+	// Object is the object whose layers are judged (the mesh gate's: its field is at its fewest).
+	Object string
+	// Layers is the edge whose layers the message names otherwise (the mesh gate's released
+	// calls: "keep a route of ... for them").
+	Layers [2]string
 }
 
 // entryLever is the field of the client attempts at entrypoint node: the policy's
