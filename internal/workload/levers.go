@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -119,15 +120,25 @@ func (r *Result) callers(from, to string) []string {
 		if !at {
 			continue
 		}
+		// The entry as the annotation writes it ("www.googleapis.com:80", not the node's
+		// normalised name): Parse keeps the order of ParseUpstreams.
+		written, err := annotations.ParseUpstreams(x.Workload.Annotations.Get(annotations.Upstreams))
+		if err != nil || len(written) != len(x.upstreams) {
+			written = x.upstreams
+		}
 		for i, u := range x.upstreams {
 			if r.Policy.UpstreamNode(u.Name, x.Workload.Namespace) != to || x.SDKUpstream(i) {
 				continue
 			}
+			name := written[i].Name
+			if written[i].Port > 0 {
+				name += ":" + strconv.Itoa(int(written[i].Port))
+			}
 			switch {
 			case u.Attempts > 1:
-				out = append(out, fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, u.Name, u.Attempts))
+				out = append(out, fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, name, u.Attempts))
 			case u.Attempts == 0 && def > 1:
-				out = append(out, fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, u.Name, def))
+				out = append(out, fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, name, def))
 			}
 		}
 	}
