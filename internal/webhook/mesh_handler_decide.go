@@ -749,7 +749,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		}
 		v := meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}
 		if j.Over {
-			v.levers = r.Levers(j.Path, j.Factors, workload.LeverSkip{Layers: [2]string{e.raised.from, e.raised.to}})
+			v.levers = r.Levers(j.Path, j.Factors, workload.LeverSkip{Layers: [2]string{e.from, e.to}})
 		}
 		return v, true
 	}
