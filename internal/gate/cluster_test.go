@@ -129,7 +129,7 @@ func TestDecideClusterPolicies(t *testing.T) {
 			in: Input{Policies: []*v1alpha1.RetryPolicy{namespaced("payments", "pay", 2, v1alpha1.EnforcementReject)},
 				ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 1, v1alpha1.EnforcementReject)},
 				Source:          src, Incoming: over},
-			want: Decision{Message: "ClusterRetryPolicy checkout-chain: " + chain27 + " > cap 1; no rewrite fits: even with payment.payments: psp.example.com=1, web.shop -x3-> order.orders -x3-> payment.payments -x1-> psp.example.com = 9 > cap 1; also over the cap of RetryPolicy payments/pay (cap 2)"},
+			want: Decision{Message: "ClusterRetryPolicy checkout-chain: " + chain27 + " > cap 1; no rewrite fits: even with payment.payments: psp.example.com=1, web.shop -x3-> order.orders -x3-> payment.payments -x1-> psp.example.com = 9 > cap 1: lower Deployment shop/web retrycap.dev/upstreams order.orders=3, Deployment orders/order retrycap.dev/upstreams payment.payments=3, or raise ClusterRetryPolicy checkout-chain spec.maxAmplification: 1; also over the cap of RetryPolicy payments/pay (cap 2)"},
 		},
 		{
 			name: "namespaced stricter than cluster: the namespaced message first",
@@ -262,7 +262,7 @@ func TestIndexClusterSource(t *testing.T) {
 	if want := []index.NamespaceChange{{Name: "other", Old: map[string]string{}, New: map[string]string{"chain": "checkout"}}}; !reflect.DeepEqual(changes, want) {
 		t.Errorf("namespace changes = %+v, want %+v", changes, want)
 	}
-	want = "ClusterRetryPolicy checkout-chain: batch.other -x9-> order.orders -x3-> payment.payments -x3-> psp.example.com = 81 > cap 10; no rewrite fits: even with payment.payments: psp.example.com=1, batch.other -x9-> order.orders -x3-> payment.payments -x1-> psp.example.com = 27 > cap 10"
+	want = "ClusterRetryPolicy checkout-chain: batch.other -x9-> order.orders -x3-> payment.payments -x3-> psp.example.com = 81 > cap 10; no rewrite fits: even with payment.payments: psp.example.com=1, batch.other -x9-> order.orders -x3-> payment.payments -x1-> psp.example.com = 27 > cap 10: lower Deployment other/batch retrycap.dev/upstreams order.orders=9, Deployment orders/order retrycap.dev/upstreams payment.payments=3, or raise ClusterRetryPolicy checkout-chain spec.maxAmplification: 10"
 	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
 		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(over, mode), Incoming: over})
 		if d.Message != want {

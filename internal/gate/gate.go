@@ -120,6 +120,10 @@ type verdict struct {
 	time *timeVerdict
 	// timeVia is the incoming workload when the time's node is a Service's name, not its own.
 	timeVia string
+	// levers, when the cap's plan does not fit, name what else can lower the chain
+	// (workload.Result.Levers): "lower Deployment shop/gateway retrycap.dev/upstreams order=5, or
+	// raise RetryPolicy shop/checkout spec.maxAmplification: 4".
+	levers string
 	// envFixes are the plan's changes on the incoming workload's edges whose tries are the AWS
 	// SDK's, in their unit ("Deployment shop/audit container app env AWS_MAX_ATTEMPTS: 3 -> 1",
 	// workload.EnvFix): taken out of the plan, whose "may keep up=N" would only tell retrycap a
@@ -175,9 +179,26 @@ func (v verdict) message() string {
 	return msg
 }
 
+// withLevers sets v.levers when v is over the cap alone and no count of the workload's attempts
+// fits: the workload at 1 attempt is not what to change, and the message names what is.
+func withLevers(v verdict, r *workload.Result, incoming *workload.Parsed) verdict {
+	if v.time != nil || !v.capOver() || v.plan == nil || v.plan.Fits {
+		return v
+	}
+	var skip [2]string
+	if i := slices.Index(v.judge.Path, v.node); i >= 0 && i+1 < len(v.judge.Path) {
+		skip = [2]string{v.node, v.judge.Path[i+1]}
+	}
+	v.levers = r.Levers(v.judge.Path, v.judge.Factors, workload.LeverSkip{App: skip}, r.IncomingEdges(incoming, v.node)...)
+	return v
+}
+
 // capMessage is the message of a verdict over the cap alone.
 func (v verdict) capMessage() string {
 	msg := graph.AdmissionMessage(v.policy.Ref().QualifiedName(), v.judge, v.plan)
+	if v.levers != "" {
+		msg += ": " + v.levers
+	}
 	if v.layers != "" {
 		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
 		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
@@ -210,9 +231,11 @@ func (v verdict) capMessage() string {
 //     of RetryPolicy shop/a (cap 6), ClusterRetryPolicy chain (cap 8)").
 //   - Rewrite: the incoming attempts drop to the minimum over the exceeded Rewrite policies'
 //     local plans, of either kind; retrycap.dev/rewritten-from keeps the value replaced and a warning says what
-//     changed. When even that does not fit (the path into the workload is over the cap on its
-//     own) the workload is still admitted, rewritten as far as it goes, with a warning saying so:
-//     Rewrite mode never refuses a deploy for its numbers.
+//     changed. What Rewrite would store is judged again as Reject judges it (stillOver): when
+//     even that is over (the path into the workload is over the cap or maxTimeToAnswer on its
+//     own, on a create, or on an update that still raises something) it is refused, as Reject
+//     refuses it; an update lowered back to what it raises nothing over is admitted with a
+//     warning that the chain is still over (docs/decisions.md, wgate19).
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
 func Decide(in Input) Decision {
 	// The annotations as analyze reads them (the workload's own metadata's filling in for the
@@ -282,6 +305,8 @@ func Decide(in Input) Decision {
 	if src == nil {
 		src = none{}
 	}
+	// refused is set when the rewrite cannot make the workload admissible (stillOver).
+	refused := ""
 	e := Enforce(selecting, Steps[*workload.Policy, verdict]{
 		Policy: func(p *workload.Policy) (workload.PolicyRef, v1alpha1.Enforcement) {
 			return p.Ref(), p.Spec().Enforcement
@@ -292,21 +317,22 @@ func Decide(in Input) Decision {
 			return incomingError(workload.Build(p, []workload.Workload{in.Incoming}, nil), in.Incoming)
 		},
 		Judge: func(p *workload.Policy) (verdict, bool, error) {
-			v, over, err := judge(p, in.Incoming, in.Old, src, in.Mesh)
-			if err == nil && over && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
-				err = refusedRewrite(v)
-			}
-			return v, over, err
+			return judge(p, in.Incoming, in.Old, src, in.Mesh)
 		},
 		Ref:     func(v verdict) workload.PolicyRef { return v.policy.Ref() },
 		Message: verdict.message,
 		Also:    also,
 		Rewrite: func(vs []verdict) []string {
 			rw, warnings := rewrite(in.Incoming, vs)
+			stored := in.Incoming
 			if rw != nil {
-				d.Rewrite = rw
-				toStore = withUpstreams(in.Incoming, rw.Upstreams)
+				stored = withUpstreams(in.Incoming, rw.Upstreams)
 			}
+			if msg := stillOver(vs, stored, in.Old, src, in.Mesh); msg != "" {
+				refused = msg
+				return nil
+			}
+			d.Rewrite, toStore = rw, stored
 			return warnings
 		},
 		Audit: func(p *workload.Policy) (verdict, bool) {
@@ -316,6 +342,9 @@ func Decide(in Input) Decision {
 	})
 	if e.Denied {
 		return deny(e.Message)
+	}
+	if refused != "" {
+		return deny(refused)
 	}
 	// The verdict's warnings (what Rewrite changed, what Audit let through) first: the API server
 	// keeps only the first 4 KiB of a response's warnings (FitWarnings).
@@ -449,7 +478,8 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			if !j.Over {
 				return verdict{}, false, nil
 			}
-			return sdkVerdict(meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming), incoming), true, nil
+			v := meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming)
+			return sdkVerdict(withLevers(v, b.Result(), incoming), incoming), true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
@@ -480,7 +510,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 	if v.node != own {
 		v.via = w.String()
 	}
-	v = meshVerdict(v, r, incoming)
+	v = withLevers(meshVerdict(v, r, incoming), r, incoming)
 	if tv != nil {
 		// The time's plan is in the application's attempts already (graph.JudgeTime).
 		v.plan = graph.MergePlans(v.plan, renamed(tv.plan, v.node))
@@ -528,7 +558,9 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		switch {
 		case !v.plan.Fits:
-			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite; "+incoming.String()+" is rewritten as far as it goes)")
+			// Admitted only when stillOver finds the lowered update raises nothing: the chain
+			// stays over, as it was stored.
+			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite; "+incoming.String()+" is lowered as far as it goes, which raises nothing over the stored object)")
 		case len(v.envFixes) > 0:
 			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite, which rewrites only "+annotations.Upstreams+"; the AWS SDK's tries change with the container's env)")
 		}
@@ -539,6 +571,33 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 	value := annotations.FormatUpstreams(ups)
 	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", Rewriters(lowering), annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
 	return &Rewrite{Upstreams: value, RewrittenFrom: rewrittenFrom(incoming, value, old)}, append([]string{w}, warnings...)
+}
+
+// stillOver judges the workload as Rewrite would store it (stored) under each exceeded Rewrite
+// policy as Reject would (judge, against the stored version old): the message of the first
+// still over (its verdict as sent, then what the lowered object is still over), "" when none
+// is. Rewrite admitted a create whose path into it was over the cap on its own, lowered to 1
+// attempt, which Reject refuses; and refused an update over maxTimeToAnswer that, lowered, raised
+// nothing, which Reject admits. What Rewrite stores is now what Reject would admit (the mesh
+// gate's rule, docs/decisions.md gate19 and wgate19).
+func stillOver(vs []verdict, stored workload.Workload, old *workload.Workload, src Source, set *mesh.Set) string {
+	for _, v := range vs {
+		nv, over, err := judge(v.policy, stored, old, src, set)
+		if err != nil {
+			// Unreachable: the same annotations were judged as sent.
+			return fmt.Sprintf("%s (refused although enforcement is Rewrite: %v)", v.message(), err)
+		}
+		if !over {
+			continue
+		}
+		if len(nv.envFixes) > 0 {
+			// The message already names the env to change; an annotation value would not.
+			return fmt.Sprintf("%s (refused although enforcement is Rewrite, which rewrites only %s: the AWS SDK's tries change with the container's env)", v.message(), annotations.Upstreams)
+		}
+		return fmt.Sprintf("%s (refused although enforcement is Rewrite: lowered as far as it goes, %s annotation %s=%q still makes %s)",
+			v.message(), stored, annotations.Upstreams, workload.Clip(stored.Annotations.Get(annotations.Upstreams)), nv.explain())
+	}
+	return ""
 }
 
 // maxAnnotationBytes is the API's limit on an object's (and a pod template's) annotations, keys

@@ -123,7 +123,7 @@ func TestDecide(t *testing.T) {
 			name: "several Reject policies: the strictest (lowest cap) is named, the others listed",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("a-loose", 6, v1alpha1.EnforcementReject, nil), workloadtest.Policy("b-strict", 2, v1alpha1.EnforcementReject, nil)},
 				Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=3")},
-			want: Decision{Message: "RetryPolicy shop/b-strict: gateway -x3-> order -x3-> payment = 9 > cap 2; no rewrite fits: even with order: payment=1, gateway -x3-> order -x1-> payment = 3 > cap 2; also over the cap of RetryPolicy shop/a-loose (cap 6)"},
+			want: Decision{Message: "RetryPolicy shop/b-strict: gateway -x3-> order -x3-> payment = 9 > cap 2; no rewrite fits: even with order: payment=1, gateway -x3-> order -x1-> payment = 3 > cap 2: lower Deployment shop/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy shop/b-strict spec.maxAmplification: 2; also over the cap of RetryPolicy shop/a-loose (cap 6)"},
 		},
 		{
 			name: "several Rewrite policies: the minimum wins",

@@ -37,7 +37,7 @@ func meshVerdict(v verdict, r *workload.Result, incoming *workload.Parsed) verdi
 			if app < 1 {
 				if plan.Fits {
 					plan.Fits = false
-					plan.Reason = fmt.Sprintf("even with %s: %s=1 the edge is %d tries (the mesh's layers) where the cap leaves it %d: lower the mesh's retries on it", v.node, ch.To, t, ch.New)
+					plan.Reason = fmt.Sprintf("even with %s: %s=1 the edge is %d tries (the mesh's layers) where the cap leaves it %d", v.node, ch.To, t, ch.New)
 				}
 				app = 1
 			}

@@ -54,7 +54,7 @@ func TestDecideMesh(t *testing.T) {
 			want: Decision{Allowed: true}},
 		{name: "Istio's default on both hops: 9 > 4, even 1 attempt does not fit", pol: reject, set: istio, ws: stored, in: order,
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; " + layers +
-				"; even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it"}},
+				"; even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the 3 tries of gateway -> order (Istio default, no VirtualService binds order), the 3 tries of order -> payment (Istio default, no VirtualService binds payment), or raise RetryPolicy shop/checkout spec.maxAmplification: 4"}},
 		{name: "a VirtualService with attempts 0 on payment: 3 x 1 fits", pol: reject, set: vs, ws: stored, in: order,
 			want: Decision{Allowed: true}},
 		{name: "app x mesh: the plan is in the annotation's attempts", pol: loose, set: istio, ws: stored, in: workloadtest.Deployment("order", "payment=3"),
@@ -64,10 +64,10 @@ func TestDecideMesh(t *testing.T) {
 				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x9-> payment = 27 > cap 9)"}}},
 		{name: "audit: the layers in the warning", pol: audit, set: istio, ws: stored, in: order,
 			want: Decision{Allowed: true, Warnings: []string{"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; " + layers +
-				"; even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it (admitted: enforcement is Audit)"}}},
+				"; even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the 3 tries of gateway -> order (Istio default, no VirtualService binds order), the 3 tries of order -> payment (Istio default, no VirtualService binds payment), or raise RetryPolicy shop/checkout spec.maxAmplification: 4 (admitted: enforcement is Audit)"}}},
 		{name: "an update that only joins the mesh raises the tries: judged", pol: workloadtest.Policy("checkout", 2, v1alpha1.EnforcementReject, nil),
 			set: testMeshSet(t), ws: append(stored, order), in: injected, old: &order,
-			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x1-> order -x3-> payment = 3 > cap 2; order -x3-> payment: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payment); even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the mesh's retries on it"}},
+			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x1-> order -x3-> payment = 3 > cap 2; order -x3-> payment: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payment); even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the 3 tries of order -> payment (Istio default, no VirtualService binds payment), or raise RetryPolicy shop/checkout spec.maxAmplification: 2"}},
 		{name: "an update that raises nothing passes under the mesh", pol: reject, set: istio, ws: append(stored, order), in: order, old: &order,
 			want: Decision{Allowed: true}},
 	}
@@ -133,7 +133,7 @@ func TestDecideClusterMesh(t *testing.T) {
 	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments = 9 > cap 8; " +
 		"web.shop -x3-> order.orders: 3 = 1 (Deployment web) x 3 (Istio default, no VirtualService binds orders/order); " +
 		"order.orders -x3-> payment.payments: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payments/payment); " +
-		"even with order.orders: payment.payments=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the mesh's retries on it"
+		"even with order.orders: payment.payments=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the 3 tries of web.shop -> order.orders (Istio default, no VirtualService binds orders/order), the 3 tries of order.orders -> payment.payments (Istio default, no VirtualService binds payments/payment), or raise ClusterRetryPolicy checkout-chain spec.maxAmplification: 8"
 	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
 		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(in, mode), Incoming: in, Mesh: set})
 		if d.Message != want {

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,11 +12,9 @@ import (
 // The gate for spec.maxTimeToAnswer (DESIGN.md, "Time along the chain"): a workload that pushes
 // a chain it takes part in over the selecting policy's maximum is judged as one over the cap is
 // (Reject refuses, Rewrite lowers its attempts, Audit warns), on the chains through its own
-// edges only (graph.JudgeTime). A chain over both reads as one message naming both. Where the
-// cap's Rewrite admits a workload that no count of attempts brings within the cap (the path
-// into it is over on its own), the time's refuses it: the remedy is a timeout, which the gate
-// cannot choose for the workload, and a Rewrite policy that admits a chain it knows to be over
-// its maximum would promise what it cannot keep.
+// edges only (graph.JudgeTime). A chain over both reads as one message naming both. Where no
+// count of attempts brings the chain within the maximum, Rewrite refuses what Reject would
+// refuse (stillOver), for the time as for the cap.
 
 // timeVerdict is one policy's judgement of the incoming workload against its maxTimeToAnswer.
 type timeVerdict struct {
@@ -112,15 +109,6 @@ func (v verdict) timeMessage() string {
 	}
 	parts = append(parts, v.time.judge.Explain())
 	return workload.KindRetryPolicy + " " + v.policy.Ref().QualifiedName() + ": " + strings.Join(parts, "; ") + graph.PlanSuffix(v.node, v.plan)
-}
-
-// refusedRewrite is the error that refuses a workload under a Rewrite policy whose
-// maxTimeToAnswer no count of the workload's attempts meets (see above).
-func refusedRewrite(v verdict) error {
-	if v.time == nil || v.time.plan == nil || v.time.plan.Fits {
-		return nil
-	}
-	return fmt.Errorf("%s (refused although enforcement is Rewrite: no count of attempts brings the chain within maxTimeToAnswer)", v.message())
 }
 
 // raisesTime reports whether updating old to incoming lengthens a try of one of its upstreams

@@ -78,7 +78,7 @@ func TestDecideTime(t *testing.T) {
 				Source: workloads(timedShop()), Incoming: slowOrder},
 			want: Decision{Message: "RetryPolicy shop/checkout: client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s; " +
 				"no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s" +
-				" (refused although enforcement is Rewrite: no count of attempts brings the chain within maxTimeToAnswer)"},
+				` (refused although enforcement is Rewrite: lowered as far as it goes, Deployment shop/order annotation retrycap.dev/upstreams="payment=1/200ms" still makes client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s)`},
 		},
 		{
 			name: "audit: admitted with the message",

@@ -110,8 +110,9 @@ var _ = Describe("workload gate and pod injector with a ClusterRetryPolicy", Ord
 		// The cluster policy stricter: its message first.
 		setCluster(v1alpha1.EnforcementReject, 1)
 		Expect(k8sClient.Create(ctx, v2)).To(MatchError(gateDenied + "ClusterRetryPolicy crp-chain: " + chain27 + " > cap 1; no rewrite fits: " +
-			"even with payment.crp-payments: psp.example.com=1, web.crp-shop -x3-> order.crp-orders -x3-> payment.crp-payments -x1-> psp.example.com = 9 > cap 1; " +
-			"also over the cap of RetryPolicy crp-payments/pay (cap 2)"))
+			"even with payment.crp-payments: psp.example.com=1, web.crp-shop -x3-> order.crp-orders -x3-> payment.crp-payments -x1-> psp.example.com = 9 > cap 1: " +
+			"lower Deployment crp-shop/web retrycap.dev/upstreams order.crp-orders=3, Deployment crp-orders/order retrycap.dev/upstreams payment.crp-payments=3, " +
+			"or raise ClusterRetryPolicy crp-chain spec.maxAmplification: 1; also over the cap of RetryPolicy crp-payments/pay (cap 2)"))
 	})
 
 	It("injects the proxy with the strictest policy's settings, of either kind", func() {

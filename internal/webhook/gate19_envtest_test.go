@@ -139,7 +139,8 @@ func meshGate19(t *testing.T, op *operatortest.Operator) {
 	_, err = gate19Update(op, ratings, map[string]any{"hosts": []any{"ratings"}, "http": []any{}}, false)
 	g.Expect(err).To(MatchError("admission webhook \"mesh.retrycap.dev\" denied the request: RetryPolicy gate19/bookinfo: VirtualService gate19/ratings spec.http[0] no longer takes the calls reviews -> ratings (the object as sent gives them no route): " +
 		"they take 3 tries (Istio default, no VirtualService binds ratings), which makes client -x2-> productpage -x1-> reviews -x3-> ratings = 6 > cap 2" +
-		"; keep a route of VirtualService gate19/ratings for them with retries that fit, or lower the callers' attempts" +
+		"; keep a route of VirtualService gate19/ratings for them with retries that fit, or lower HTTPRoute gate19/web spec.rules[0].retry.attempts (2 tries), " +
+		"or raise RetryPolicy gate19/bookinfo spec.maxAmplification: 2" +
 		" (refused although enforcement is Rewrite: no field of VirtualService gate19/ratings sets the tries of calls it no longer takes)"))
 
 	// Istio's bookinfo sample reviews-v2-v3 (no retries: Istio's default, 3 tries) applied over

@@ -127,7 +127,7 @@ spec:
     retry: {attempts: 3}
 `
 	const sent = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes productpage -x1-> reviews -x4-> ratings = 4 > cap 1" +
-		"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"
+		"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 1 (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"
 	for _, tc := range []struct {
 		e    v1alpha1.Enforcement
 		want MeshDecision
@@ -263,7 +263,7 @@ func TestDecideMeshReleasedCalls(t *testing.T) {
 	stored := ratings("  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 0}\n")
 	const msg = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes the calls reviews -> ratings (the object as sent gives them no route): " +
 		"they take 3 tries (Istio default, no VirtualService binds ratings), which makes productpage -x1-> reviews -x3-> ratings = 3 > cap 2" +
-		"; keep a route of VirtualService bookinfo/ratings for them with retries that fit, or lower the callers' attempts"
+		"; keep a route of VirtualService bookinfo/ratings for them with retries that fit, or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 2"
 	for _, tc := range []struct {
 		name        string
 		e           v1alpha1.Enforcement

@@ -58,7 +58,9 @@ func TestGateMeshLayers(t *testing.T) {
 		"productpage -x3-> reviews -x3-> ratings = 9 > cap 4; " +
 		"productpage -x3-> reviews: 3 = 1 (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews); " +
 		"reviews -x3-> ratings: 3 = 1 (Deployment reviews) x 3 (Istio default, no VirtualService binds ratings); " +
-		"even with productpage: reviews=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it"
+		"even with productpage: reviews=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: " +
+		"lower the 3 tries of productpage -> reviews (Istio default, no VirtualService binds reviews), " +
+		"the 3 tries of reviews -> ratings (Istio default, no VirtualService binds ratings), or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 4"
 	g.Eventually(dryRunDenial(op, bookinfoDeployment("bookinfo", "productpage", "reviews=1"))).Should(Equal(want))
 	g.Expect(c.Create(ctx, bookinfoDeployment("bookinfo", "productpage", "reviews=1"))).To(MatchError(want))
 

@@ -94,7 +94,7 @@ func TestDecideMeshClusterPolicies(t *testing.T) {
 			policies: []*v1alpha1.RetryPolicy{pay(3)}, clusters: []MeshClusterPolicy{cluster(crossPolicy("crp-chain", 2, ""), both)},
 			object: bankVS("3", ""),
 			want: MeshDecision{Message: "ClusterRetryPolicy crp-chain: VirtualService payments/bank spec.http[0].retries.attempts: 3 makes web.shop -x3-> pay.payments -x4-> bank.payments = 12 > cap 2; " +
-				"even VirtualService payments/bank attempts: 0 does not fit: lower the callers' attempts; also over the cap of RetryPolicy payments/pay (cap 3)"},
+				"even VirtualService payments/bank attempts: 0 does not fit: lower the 3 tries of web.shop -> pay.payments (Istio default, no VirtualService binds payments/pay), or raise ClusterRetryPolicy crp-chain spec.maxAmplification: 2; also over the cap of RetryPolicy payments/pay (cap 3)"},
 		},
 		{
 			name:     "a tie on the cap: the RetryPolicy, then the cluster policies by name (CompareRefs)",

@@ -182,6 +182,12 @@ type meshVerdict struct {
 	// ownTimeout, when not empty, is the timeout of the verdict's own route the chain's time is
 	// (ownWait): no count of tries fits under it, and the callers' attempts do not shorten it.
 	ownTimeout string
+	// levers, when no count of the layer's tries fits the cap, name what else on the chain can
+	// change (workload.Result.Levers): "lower Deployment bookinfo/productpage
+	// retrycap.dev/upstreams reviews=3, VirtualService bookinfo/reviews
+	// spec.http[0].retries.attempts (3 tries), or raise RetryPolicy bookinfo/bookinfo
+	// spec.maxAmplification: 4". "Lower the callers' attempts" was said where they were at 1.
+	levers string
 	// released, when not empty, is the object's route that took the edge's calls and no longer
 	// does ("VirtualService bookinfo/ratings spec.http[0]", releasedBy): the calls fall to
 	// layer, another object's or the mesh's default, which no field of the object lowers.
@@ -529,8 +535,12 @@ func (v meshVerdict) releasedMessage() string {
 	if v.edge.from == "" {
 		call = "to the entrypoint " + v.edge.to
 	}
-	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or lower the callers' attempts",
-		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object)
+	remedy := "lower the callers' attempts"
+	if v.levers != "" {
+		remedy = v.levers
+	}
+	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or %s",
+		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object, remedy)
 }
 
 // noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
@@ -727,6 +737,8 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		v.ownTimeout = ownWait(r, set, v)
 		if v.keep > 0 {
 			v.keepBound = zeroBound(v.layer, v.keep, raw)
+		} else if v.judge.Over {
+			v.levers = r.Levers(v.judge.Path, v.judge.Factors, workload.LeverSkip{Object: v.layer.Object})
 		}
 		return v, true
 	}
@@ -735,7 +747,11 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		if !j.Over && tj == nil {
 			continue
 		}
-		return meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}, true
+		v := meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}
+		if j.Over {
+			v.levers = r.Levers(j.Path, j.Factors, workload.LeverSkip{Layers: [2]string{e.from, e.to}})
+		}
+		return v, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
 		if !v.alt.fits {
@@ -1363,6 +1379,9 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 			return msg
 		}
 		remedy := "lower the callers' attempts"
+		if v.levers != "" {
+			remedy = v.levers
+		}
 		if v.ownTimeout != "" {
 			remedy = "the chain waits on its own timeout of " + v.ownTimeout + ": lower that"
 		}

@@ -210,7 +210,7 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			name: "a raise on a chain over the cap above the object: nothing fits", cluster: []string{istioNS, vsYAML("1")},
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 2, "")}, object: vsYAML("2"), old: vsYAML("1"),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 makes " +
-				"productpage -x3-> reviews -x3-> ratings = 9 > cap 2; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the callers' attempts"},
+				"productpage -x3-> reviews -x3-> ratings = 9 > cap 2; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the 3 tries of productpage -> reviews (Istio default, no VirtualService binds reviews), or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 2"},
 		},
 		{
 			name: "outside any mesh a VirtualService adds no layer", cluster: nil,
@@ -475,7 +475,7 @@ spec:
 			name: "Istio GAMMA route: 2 tries is the fewest", cluster: []string{istioNS},
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: gammaRatings("retry: {attempts: 3}"),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes " +
-				"productpage -x3-> reviews -x4-> ratings = 12 > cap 3; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts " +
+				"productpage -x3-> reviews -x4-> ratings = 12 > cap 3; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the 3 tries of productpage -> reviews (Istio default, no VirtualService binds reviews), or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 3 " +
 				"(the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"},
 		},
 		{
@@ -485,7 +485,7 @@ spec:
 				Warnings: []string{
 					"RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/ratings: spec.rules[0].retry.attempts: 3 -> 1 (productpage -x3-> reviews -x4-> ratings = 12 > cap 3)",
 					"RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes productpage -x3-> reviews -x4-> ratings = 12 > cap 3; " +
-						"even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries) " +
+						"even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the 3 tries of productpage -> reviews (Istio default, no VirtualService binds reviews), or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 3 (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries) " +
 						"(admitted: enforcement is Rewrite; HTTPRoute bookinfo/ratings is rewritten as far as it goes)"},
 				Patch: []jsonpatch.JsonPatchOperation{
 					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.rules[0].retry.attempts: 3"}},

@@ -100,7 +100,7 @@ spec:
 			name: "Reject: Istio's default from the MeshConfig, nothing fits", cluster: append(base[:3:3], meshConfig), policies: policy(1, v1alpha1.EnforcementReject),
 			object: hr(bare),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[1].retry.attempts: unset (3) makes productpage -x1-> reviews -x4-> ratings = 4 > cap 1" +
-				"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 4 tries)" +
+				"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 1 (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 4 tries)" +
 				"; HTTPRoute bookinfo/ratings spec.rules[1] sets no retry: its 4 tries are Istio's default from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 3; set spec.rules[1].retry.attempts, or lower the mesh's defaultHttpRetryPolicy"},
 		},
 		{

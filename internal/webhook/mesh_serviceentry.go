@@ -134,7 +134,9 @@ func serviceEntryLever(p judgedPolicy, obj meshObject, se serviceEntrySpec, set 
 	}
 	keep := serviceEntryKeep(p, obj, set, e, layer.Tries)
 	if keep == 0 {
-		return msg + fmt.Sprintf("; Istio's default route retries it: even a VirtualService for host %s with spec.http[].retries.attempts: 0 does not fit: lower the callers' attempts", e.to)
+		// What else on the chain can change (wgate19): the callers' attempts only where above 1.
+		levers := r.Levers(v.judge.Path, v.judge.Factors, workload.LeverSkip{Layers: [2]string{e.from, e.to}})
+		return msg + fmt.Sprintf("; Istio's default route retries it: even a VirtualService for host %s with spec.http[].retries.attempts: 0 does not fit: %s", e.to, levers)
 	}
 	return msg + fmt.Sprintf("; Istio's default route retries it: a VirtualService for host %s may keep spec.http[].retries.attempts: %d", e.to, keep-1)
 }

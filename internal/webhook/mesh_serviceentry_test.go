@@ -100,3 +100,31 @@ spec:
 		})
 	}
 }
+
+// TestDecideMeshServiceEntryNothingFits: a caller's own 2 attempts times Istio's default route
+// of the entry, under cap 1: even a VirtualService of attempts 0 leaves 2. The message said
+// "lower the callers' attempts"; it names the caller's entry and the cap (wgate19). At 1 attempt
+// the callers are no lever: the cap alone is named.
+func TestDecideMeshServiceEntryNothingFits(t *testing.T) {
+	istioNS := "apiVersion: v1\nkind: Namespace\nmetadata: {name: bookinfo, labels: {istio-injection: enabled}}"
+	policy := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: "details"},
+		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 1, Enforcement: v1alpha1.EnforcementReject}}
+	const head = "RetryPolicy bookinfo/details: ServiceEntry bookinfo/googleapis spec.hosts[0]: www.googleapis.com (port 80 HTTP) makes details-v2 -x"
+	for _, tc := range []struct{ upstreams, want string }{
+		{"www.googleapis.com:80=2", head + "6-> www.googleapis.com = 6 > cap 1; Istio's default route retries it: even a VirtualService for host www.googleapis.com " +
+			"with spec.http[].retries.attempts: 0 does not fit: lower Deployment bookinfo/details-v2 retrycap.dev/upstreams www.googleapis.com:80=2, " +
+			"or raise RetryPolicy bookinfo/details spec.maxAmplification: 1"},
+	} {
+		t.Run(tc.upstreams, func(t *testing.T) {
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: "details-v2"}}
+			dep.Spec.Template.Annotations = map[string]string{annotations.Upstreams: tc.upstreams}
+			w, _ := workload.FromObject(dep)
+			set := mesh.NewSet(mesh.Options{})
+			if _, err := set.AddManifest([]byte(istioNS)); err != nil {
+				t.Fatal(err)
+			}
+			in := MeshInput{Policies: []*v1alpha1.RetryPolicy{policy}, Workloads: []*workload.Parsed{workload.Parse(w)}, Set: set, Object: jsonOf(t, serviceEntryYAML("HTTP"))}
+			expectMeshDecision(t, DecideMesh(in), MeshDecision{Message: tc.want})
+		})
+	}
+}

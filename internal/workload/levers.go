@@ -1,0 +1,146 @@
+package workload
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// Levers names what else can bring a chain over the cap within it when the judged object's own
+// value cannot (a workload at 1 attempt, a route at its fewest tries): each factor above 1 on
+// path (factors: the client attempts at path[0], then each edge's), as the field that sets it,
+// then the policy's cap: "RetryPolicy shop/checkout spec.entrypoints[0].clientAttempts: 2,
+// Deployment shop/gateway retrycap.dev/upstreams order=5, VirtualService shop/order
+// spec.http[0].retries.attempts (3 tries), or RetryPolicy shop/checkout spec.maxAmplification: 4".
+// "Lower the callers' attempts" named none of them, and was wrong where the callers were at 1
+// and the tries were a mesh route's. skip says what is the judged object's own; own are edges r
+// does not record (the incoming workload's, IncomingEdges), read in place of r's.
+func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...MeshEdge) string {
+	var out []string
+	add := func(s string) {
+		for _, o := range out {
+			if o == s {
+				return
+			}
+		}
+		out = append(out, s)
+	}
+	layers := func(m MeshEdge, from, to string) {
+		if [2]string{from, to} == skip.Layers {
+			return
+		}
+		for _, l := range m.Layers {
+			switch {
+			case l.Tries <= 1 || l.Object != "" && l.Object == skip.Object:
+			case l.Object != "" && l.FieldPath != "":
+				add(fmt.Sprintf("%s %s (%d tries)", l.Object, l.FieldPath, l.Tries))
+			default:
+				// A default no object writes: the route to declare is the lever.
+				add(fmt.Sprintf("the %d tries of %s -> %s (%s)", l.Tries, from, to, l.Note))
+			}
+		}
+	}
+	ref := r.Policy.Ref().String()
+	if len(path) > 0 && len(factors) == len(path) && factors[0] > 1 {
+		m, meshed := r.MeshEntry[path[0]]
+		app := factors[0]
+		if meshed {
+			layers(m, "client", path[0])
+			app = m.App
+		}
+		if app > 1 {
+			add(r.entryLever(path[0], app))
+		}
+	}
+	for k := 1; k < len(path) && k < len(factors); k++ {
+		if factors[k] <= 1 {
+			continue
+		}
+		from, to := path[k-1], path[k]
+		app := factors[k]
+		m, meshed := r.MeshEdges[[2]string{from, to}]
+		for _, e := range own {
+			if e.From == from && e.To == to {
+				m, meshed = e, true
+			}
+		}
+		if meshed {
+			layers(m, from, to)
+			app = m.App
+		}
+		if app <= 1 || [2]string{from, to} == skip.App {
+			continue
+		}
+		for _, c := range r.callers(from, to) {
+			add(c)
+		}
+	}
+	if len(out) == 0 {
+		return "raise " + ref + " spec.maxAmplification: " + fmt.Sprint(r.Cap)
+	}
+	return "lower " + strings.Join(out, ", ") + ", or raise " + ref + " spec.maxAmplification: " + fmt.Sprint(r.Cap)
+}
+
+// LeverSkip is what Levers leaves out as the judged object's own.
+type LeverSkip struct {
+	// App is the edge whose application attempts are the object's (the workload gate's
+	// incoming workload: at 1 already).
+	App [2]string
+	// Object is the object whose layers are judged (the mesh gate's: its field is at its fewest).
+	Object string
+	// Layers is the edge whose layers the message names otherwise (the mesh gate's released
+	// calls: "keep a route of ... for them").
+	Layers [2]string
+}
+
+// entryLever is the field of the client attempts at entrypoint node: the policy's
+// spec.entrypoints[i].clientAttempts.
+func (r *Result) entryLever(node string, n int64) string {
+	for i, e := range r.Policy.Spec().Entrypoints {
+		if en, _ := r.Policy.Entrypoint(e.Service); en == node {
+			return fmt.Sprintf("%s spec.entrypoints[%d].clientAttempts: %d", r.Policy.Ref(), i, n)
+		}
+	}
+	return fmt.Sprintf("the client attempts %d at entrypoint %s", n, node)
+}
+
+// callers are the selected workloads whose edges leave node from and declare to with more than
+// 1 attempt, each as its annotation's entry: "Deployment shop/gateway retrycap.dev/upstreams
+// order=5" (the policy's default where the entry writes no count: "order (default 3)").
+func (r *Result) callers(from, to string) []string {
+	var out []string
+	def := defaultAttempts(r.Policy.Spec())
+	for _, x := range r.kept {
+		at := false
+		for _, n := range r.Nodes(x.key) {
+			at = at || n == from
+		}
+		if !at {
+			continue
+		}
+		// The entry as the annotation writes it ("www.googleapis.com:80", not the node's
+		// normalised name): Parse keeps the order of ParseUpstreams.
+		written, err := annotations.ParseUpstreams(x.Workload.Annotations.Get(annotations.Upstreams))
+		if err != nil || len(written) != len(x.upstreams) {
+			written = x.upstreams
+		}
+		for i, u := range x.upstreams {
+			if r.Policy.UpstreamNode(u.Name, x.Workload.Namespace) != to || x.SDKUpstream(i) {
+				continue
+			}
+			name := written[i].Name
+			if written[i].Port > 0 {
+				name += ":" + strconv.Itoa(int(written[i].Port))
+			}
+			switch {
+			case u.Attempts > 1:
+				out = append(out, fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, name, u.Attempts))
+			case u.Attempts == 0 && def > 1:
+				out = append(out, fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, name, def))
+			}
+		}
+	}
+	return out
+}
