@@ -957,7 +957,8 @@ func (r Reader) templateWarning(m *Manifests, src Source, js []byte, tm *typeMet
 }
 
 // firstTemplate returns the path and value of the first string holding "{{" in v, keys in
-// sorted order (the order the JSON of a document is written in).
+// sorted order (the order the JSON of a document is written in); of annotations, only
+// retrycap's.
 func firstTemplate(v any, path string) (string, string, bool) {
 	switch t := v.(type) {
 	case string:
@@ -971,7 +972,13 @@ func firstTemplate(v any, path string) (string, string, bool) {
 			}
 		}
 	case map[string]any:
+		annotations := path == "metadata.annotations" || strings.HasSuffix(path, ".metadata.annotations")
 		for _, k := range slices.Sorted(maps.Keys(t)) {
+			if annotations && !strings.HasPrefix(k, "retrycap.dev/") {
+				// Other controllers' templates (Vault agent's agent-inject-template-*): real
+				// values of a rendered object.
+				continue
+			}
 			p := k
 			if path != "" {
 				p = path + "." + k

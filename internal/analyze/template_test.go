@@ -9,7 +9,8 @@ import (
 // TestReadTemplateThatParsesWarns: a Helm template that still parses as YAML (every expression
 // quoted, or inside a longer value) was read as real objects without a word. Each object the
 // graph reads is now read as written with a warning naming the object and the first field
-// holding "{{"; a ConfigMap's data (Prometheus's alert templates) is not warned of.
+// holding "{{"; a ConfigMap's data (Prometheus's alert templates) and other controllers'
+// annotations (Vault agent's templates) are not warned of.
 func TestReadTemplateThatParsesWarns(t *testing.T) {
 	const doc = `apiVersion: apps/v1
 kind: Deployment
@@ -17,7 +18,9 @@ metadata: {name: web, namespace: shop}
 spec:
   selector: {matchLabels: {app: web}}
   template:
-    metadata: {labels: {app: web}}
+    metadata:
+      labels: {app: web}
+      annotations: {vault.hashicorp.com/agent-inject-template-db: "{{- with secret \"db\" -}}{{ .Data.password }}{{- end }}"}
     spec:
       containers:
       - name: web
@@ -28,6 +31,17 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: alerts, namespace: shop}
 data: {rule: "{{ $labels.instance }} is down"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: shop, annotations: {vault.hashicorp.com/x: "{{ .X }}"}}
+spec:
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata:
+      labels: {app: api}
+      annotations: {vault.hashicorp.com/agent-inject-template-db: "{{ .Data }}"}
+    spec: {containers: [{name: api, image: api}]}
 ---
 apiVersion: v1
 kind: Service
@@ -40,7 +54,7 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: "{{ .Values.port }}"
 	}
 	want := []string{
 		`t.yaml: document 1: Deployment shop/web: a template expression in "spec.template.spec.containers[0].args[1]" ("http://{{ .Host }}:8080"): read as written; if this is a Helm chart's template, run helm template first and analyze its output`,
-		`t.yaml: document 3: Service shop/web: a template expression in "spec.ports[0].targetPort" ("{{ .Values.port }}"): read as written; if this is a Helm chart's template, run helm template first and analyze its output`,
+		`t.yaml: document 4: Service shop/web: a template expression in "spec.ports[0].targetPort" ("{{ .Values.port }}"): read as written; if this is a Helm chart's template, run helm template first and analyze its output`,
 	}
 	var got []string
 	for _, w := range m.Warnings {
@@ -49,8 +63,8 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: "{{ .Values.port }}"
 	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 		t.Fatalf("warnings\n%q\nwant\n%q", got, want)
 	}
-	if m.Summary.Objects != 3 || len(m.Workloads) != 1 || len(m.Services) != 1 {
-		t.Fatalf("objects %d, workloads %d, Services %d: want 3, 1, 1 (read as written)", m.Summary.Objects, len(m.Workloads), len(m.Services))
+	if m.Summary.Objects != 4 || len(m.Workloads) != 2 || len(m.Services) != 1 {
+		t.Fatalf("objects %d, workloads %d, Services %d: want 4, 2, 1 (read as written)", m.Summary.Objects, len(m.Workloads), len(m.Services))
 	}
 	// Long values are cut at 80 bytes, on a rune's start.
 	long := "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {externalName: \"{{ " + strings.Repeat("é", 60) + " }}\"}\n"
