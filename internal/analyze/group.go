@@ -21,11 +21,15 @@ var (
 	numberRE = regexp.MustCompile(`\d+`)
 	fileRE   = regexp.MustCompile(`[^\s:"']+\.(?:yaml|yml|json)\b`)
 	kindRE   = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]* _/_`)
+	// A cluster-scoped object named first ("MutatingWebhookConfiguration istio-sidecar-injector
+	// is also at ...", "ClusterRetryPolicy all: ..."): no slash for nameRE to find.
+	clusterRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]* [a-z0-9][-a-z0-9.]*( is also at |: )`)
 )
 
 // groupKey is w with what varies between repeats of one warning blanked out.
 func groupKey(w string) string {
 	k := sourceRE.ReplaceAllString(w, "")
+	k = clusterRE.ReplaceAllString(k, "_ _/_$1")
 	k = quotedRE.ReplaceAllString(k, `"_"`)
 	// A file named in the text ("is also at deploy/a/b.yaml: document 2"): paths of different
 	// depths are one.

@@ -30,3 +30,22 @@ func TestGroupWarningsAcrossKindsAndPaths(t *testing.T) {
 		t.Fatalf("got %q: want the 3 apart", got)
 	}
 }
+
+// TestGroupWarningsClusterScoped: a cluster-scoped object given twice ("Kind name", no
+// namespace) is the same warning as a namespaced one. Istio's manifests read with -R printed the
+// MutatingWebhookConfiguration and ClusterRole repeats each on its own line beside the group.
+func TestGroupWarningsClusterScoped(t *testing.T) {
+	ws := []string{
+		"manifests/a.yaml: document 1: Service istio-system/istiod is also at manifests/b.yaml: document 1: the later wins",
+		"manifests/a.yaml: document 2: MutatingWebhookConfiguration istio-sidecar-injector is also at manifests/b.yaml: document 2: the later wins",
+		"manifests/a.yaml: document 3: ClusterRole istiod-clusterrole-istio-system is also at manifests/b.yaml: document 3: the later wins",
+		"manifests/a.yaml: document 4: ClusterRetryPolicy all: no workload selected",
+	}
+	want := []string{
+		ws[0] + " (and 2 more like it; -o json lists them all)",
+		ws[3],
+	}
+	if got := GroupWarnings(ws); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+}

@@ -920,7 +920,75 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, dep
 		return errs
 	}
 	m.Summary.Objects++
+	r.templateWarning(m, src, js, &tm)
 	return r.readKind(m, src, js, &tm) // kinds.go
+}
+
+// templateWarning warns of an object the graph reads (a workload, a Service, a policy, a mesh
+// route) with a Go template expression in a value: a Helm chart's template that still parses as
+// YAML ("image: \"{{ .Values.image }}\"", linkerd2's test manifests' "http://{{ .Host }}:8080").
+// It is read as written, as kubectl would apply it (docs/decisions.md, input2_19): "{{" is a
+// real value too (a container's --format={{.Name}}); a ConfigMap's or Secret's data is free text
+// (Prometheus's alert templates) and not warned of.
+func (r Reader) templateWarning(m *Manifests, src Source, js []byte, tm *typeMeta) {
+	if !bytes.Contains(js, []byte("{{")) || tm.Kind == "ConfigMap" || tm.Kind == "Secret" {
+		return
+	}
+	if _, ok := readers[tm.APIVersion+" "+tm.Kind]; !ok && !mesh.Reads(tm.APIVersion, tm.Kind) {
+		return
+	}
+	var v any
+	if json.Unmarshal(js, &v) != nil {
+		return // readKind says what is wrong
+	}
+	path, val, ok := firstTemplate(v, "")
+	if !ok {
+		return // "{{" only in a key
+	}
+	const maxShown = 80
+	if len(val) > maxShown {
+		n := maxShown
+		for !utf8.RuneStart(val[n]) {
+			n--
+		}
+		val = val[:n] + "..."
+	}
+	m.warn(src, "%s: a template expression in %q (%q): read as written; if this is a Helm chart's template, run helm template first and analyze its output", r.ident(tm), path, val)
+}
+
+// firstTemplate returns the path and value of the first string holding "{{" in v, keys in
+// sorted order (the order the JSON of a document is written in); of annotations, only
+// retrycap's.
+func firstTemplate(v any, path string) (string, string, bool) {
+	switch t := v.(type) {
+	case string:
+		if strings.Contains(t, "{{") {
+			return path, t, true
+		}
+	case []any:
+		for i, e := range t {
+			if p, s, ok := firstTemplate(e, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, s, true
+			}
+		}
+	case map[string]any:
+		annotations := path == "metadata.annotations" || strings.HasSuffix(path, ".metadata.annotations")
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			if annotations && !strings.HasPrefix(k, "retrycap.dev/") {
+				// Other controllers' templates (Vault agent's agent-inject-template-*): real
+				// values of a rendered object.
+				continue
+			}
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if p, s, ok := firstTemplate(t[k], p); ok {
+				return p, s, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 func (m *Manifests) count(c *map[string]int, kind string) {
