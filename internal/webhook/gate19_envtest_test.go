@@ -15,6 +15,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
+	"github.com/retrycap/retrycap/internal/publicdatatest"
 )
 
 // gate19Chain creates namespace ns (labels), bookinfo's three Deployments and a RetryPolicy of
@@ -145,7 +146,10 @@ func meshGate19(t *testing.T, op *operatortest.Operator) {
 
 	// Istio's bookinfo sample reviews-v2-v3 (no retries: Istio's default, 3 tries) applied over
 	// the VirtualService reviews of 1 try: Rewrite stores it with retries.attempts 0.
-	data, err := os.ReadFile("testdata/gate19/istio/networking-virtual-service-reviews-v2-v3.yaml")
+	samplePath, err := publicdatatest.File("istio.io/istio", "v0.0.0-20260827124520-eed52ebb66ad",
+		"h1:ui9TJjRMAV/hb5ehQaZDq7IUGxuQP6dra9lapT/VjHI=", "samples/bookinfo/networking/virtual-service-reviews-v2-v3.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(samplePath)
 	g.Expect(err).NotTo(HaveOccurred())
 	sample := &unstructured.Unstructured{}
 	g.Expect(yaml.Unmarshal(data, &sample.Object)).To(Succeed())

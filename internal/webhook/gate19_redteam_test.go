@@ -16,13 +16,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/publicdatatest"
 )
 
-// publicDocs are the documents of testdata/gate19/istio (SOURCES.md), each in namespace
+// publicDocs are the documents of testdata/gate19/istio (SOURCES.md; taken from Istio's Go module
+// at test time, from-modules.txt), each in namespace
 // bookinfo, by "file#index", as YAML.
 func publicDocs(t *testing.T) (names []string, docs map[string]string) {
 	t.Helper()
-	files, err := filepath.Glob("testdata/gate19/istio/*.yaml")
+	files, err := filepath.Glob(filepath.Join(publicdatatest.Dir(t, "testdata/gate19/istio"), "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no public manifests: %v", err)
 	}
