@@ -276,6 +276,9 @@ func (o optionalInt64) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not an integer", s)
 	}
+	if n < 0 {
+		return fmt.Errorf("%d is under 0 (Istio's retries are 0 or more)", n)
+	}
 	*o.v = &n
 	return nil
 }

@@ -101,4 +101,10 @@ func TestIstioDefaultRetriesHelp(t *testing.T) {
 	if want := `invalid value "two" for flag -istio-default-retries: "two" is not an integer`; err == nil || err.Error() != want || v != nil {
 		t.Errorf("--istio-default-retries two: %v, err %v; want nil and %q", v, err, want)
 	}
+	// review19: a negative count was taken (counted as Istio's default of 1 try) where the help
+	// says 0 or more and `retrycap analyze --istio-default-retries -3` refuses it.
+	err = fs.Parse([]string{"--istio-default-retries", "-3"})
+	if want := `invalid value "-3" for flag -istio-default-retries: -3 is under 0 (Istio's retries are 0 or more)`; err == nil || err.Error() != want || v != nil {
+		t.Errorf("--istio-default-retries -3: %v, err %v; want nil and %q", v, err, want)
+	}
 }

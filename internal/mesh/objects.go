@@ -718,11 +718,11 @@ func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 	if !hasLimit {
 		return c, nil
 	}
-	// As Linkerd's u16 parse (Rust's: an optional '+', digits, no space): a value it cannot
-	// parse makes it drop every retry annotation of the object (kuma19; before, " 3" was
-	// trimmed and counted, "70000" counted as 70001 tries).
+	// As Linkerd's u16 parse (Rust's: an optional '+', digits, no space, no '-' even before a
+	// 0): a value it cannot parse makes it drop every retry annotation of the object (kuma19;
+	// before, " 3" was trimmed and counted, "70000" counted as 70001 tries; review19: "-0").
 	n, err := strconv.ParseInt(strings.TrimPrefix(limit, "+"), 10, 64)
-	if err != nil || n < 0 || strings.HasPrefix(limit, "+-") || strings.HasPrefix(limit, "++") {
+	if err != nil || n < 0 || strings.HasPrefix(strings.TrimPrefix(limit, "+"), "-") || strings.HasPrefix(limit, "++") {
 		return c, fmt.Errorf("%s %s: %q %w", id, annotationPath(LinkerdRetryLimit), limit, errLimit)
 	}
 	if n > 65535 {

@@ -34,6 +34,9 @@ func TestAddErrors(t *testing.T) {
 			`Service shop/big metadata.annotations["retry.linkerd.io/limit"]: "70000" is over 65535, the largest limit Linkerd's policy controller reads (a u16): it drops every retry annotation of the object`},
 		{svc("shop", "spaced", `{retry.linkerd.io/limit: " 3"}`),
 			`Service shop/spaced metadata.annotations["retry.linkerd.io/limit"]: " 3" is not a non-negative integer`},
+		// review19: Rust's u16 parse takes no '-' at all, "-0" included (Go's ParseInt does).
+		{svc("shop", "minus-zero", `{retry.linkerd.io/http: "5xx", retry.linkerd.io/limit: "-0"}`),
+			`Service shop/minus-zero metadata.annotations["retry.linkerd.io/limit"]: "-0" is not a non-negative integer`},
 		{svc("shop", "trailing", `{retry.linkerd.io/http: "5xx,"}`),
 			`Service shop/trailing metadata.annotations["retry.linkerd.io/http"]: "5xx,": condition "" is not 5xx, gateway-error, a status code from 100 to 599 or a range of them (500-504), comma-separated without spaces: Linkerd's policy controller drops every retry annotation of the object`},
 		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy: {attempts: -3}\n",

@@ -21,7 +21,8 @@ func TestArgItems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := argItems(tc.c, nil); !reflect.DeepEqual(got, tc.want) {
+			left := maxExpansion
+			if got := argItems(tc.c, nil, &left, func(string) { t.Fatal("cut") }); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -46,7 +47,8 @@ func TestExpandVars(t *testing.T) {
 		"$$$(H)":             "$order",
 		"":                   "",
 	} {
-		if got := expandVars(in, vars); got != want {
+		left := maxExpansion
+		if got, cut := expandVars(in, vars, &left); got != want || cut {
 			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}

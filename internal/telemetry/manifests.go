@@ -66,7 +66,7 @@ func IsManifestSource(s string) bool {
 
 // argItems are a container's command and args as EnvVars (Arg true), a "-flag=value" item read
 // as its value.
-func argItems(c corev1.Container, vars map[string]string) []EnvVar {
+func argItems(c corev1.Container, vars map[string]string, left *int, cut func(name string)) []EnvVar {
 	var out []EnvVar
 	for _, list := range []struct {
 		name  string
@@ -80,7 +80,12 @@ func argItems(c corev1.Container, vars map[string]string) []EnvVar {
 				}
 				a = v
 			}
-			out = append(out, EnvVar{Container: c.Name, Name: fmt.Sprintf("%s[%d]", list.name, i), Value: expandVars(a, vars), Arg: true})
+			name := fmt.Sprintf("%s[%d]", list.name, i)
+			v, over := expandVars(a, vars, left)
+			if over {
+				cut(name)
+			}
+			out = append(out, EnvVar{Container: c.Name, Name: name, Value: v, Arg: true})
 		}
 	}
 	return out
@@ -99,10 +104,13 @@ var dataPlaneSidecars = map[string]bool{"kuma-sidecar": true, "kuma-init": true,
 // an env value (against the variables before it), command and args (against all of the
 // container's): "$$" is a "$", and a reference to a name not in vars is left as written (the
 // kubelet leaves it so; a Secret's value is not read here). Before, "http://$(ORDER_HOST):8080"
-// named nothing.
-func expandVars(s string, vars map[string]string) string {
+// named nothing. left is what may still be expanded (maxExpansion, shared by a Pods call):
+// values expand against values already expanded, so a few lines of env can multiply to
+// gigabytes ("$(A)" 64 times in B, B 64 times in C, ...); a reference whose value is longer than
+// what is left stays as written, and cut says one did.
+func expandVars(s string, vars map[string]string, left *int) (out string, cut bool) {
 	if !strings.Contains(s, "$") {
-		return s
+		return s, false
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -118,10 +126,15 @@ func expandVars(s string, vars map[string]string) string {
 			end := strings.IndexByte(s[i+2:], ')')
 			if end < 0 {
 				b.WriteString(s[i:])
-				return b.String()
+				return b.String(), cut
 			}
 			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
+			v, ok := vars[name]
+			if ok && len(v) > *left {
+				ok, cut = false, true
+			}
+			if ok {
+				*left -= len(v)
 				b.WriteString(v)
 			} else {
 				b.WriteString(s[i : i+3+end])
@@ -131,8 +144,13 @@ func expandVars(s string, vars map[string]string) string {
 			b.WriteByte('$')
 		}
 	}
-	return b.String()
+	return b.String(), cut
 }
+
+// maxExpansion bounds the bytes $(NAME) references expand to in one Pods call (expandVars): the
+// addresses an env value holds are short (a cluster of 5,000 Deployments with 5 references of 50
+// bytes each expands 1.25 MB), and 16 MiB is a small part of what reading the manifests takes.
+const maxExpansion = 16 << 20
 
 // String names the variable for an edge's source: "PAYMENT_ADDR (container app)", with its
 // ConfigMap when it came from one.
@@ -309,6 +327,7 @@ func (s *ManifestSet) addPod(p podRaw) {
 func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 	var out []PodEnv
 	var warns []string
+	left := maxExpansion
 	for _, p := range s.pods {
 		pe := PodEnv{Kind: p.kind, Namespace: p.meta.Namespace, Name: p.meta.Name, Labels: p.tmpl.Labels}
 		cs := append(append([]corev1.Container(nil), p.tmpl.Spec.InitContainers...), p.tmpl.Spec.Containers...)
@@ -329,6 +348,13 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 			var env []EnvVar
 			at, unset := map[string]int{}, map[int]bool{}
 			vars := map[string]string{} // the values defined so far, for $(NAME) (expandVars)
+			cutAt := ""                 // the first variable whose expansion maxExpansion cut
+			cut := func(name string) {
+				if cutAt == "" {
+					cutAt = name
+					warns = append(warns, fmt.Sprintf("%s %s/%s container %s: env %s: $(NAME) references expand to more than %d bytes in all: those past it are left as written, not read", pe.Kind, pe.Namespace, pe.Name, c.Name, name, maxExpansion))
+				}
+			}
 			set := func(name string, v *EnvVar) {
 				if i, ok := at[name]; ok {
 					unset[i] = true
@@ -365,7 +391,11 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 			for _, e := range c.Env {
 				switch {
 				case e.ValueFrom == nil:
-					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: expandVars(e.Value, vars)})
+					v, over := expandVars(e.Value, vars, &left)
+					if over {
+						cut(e.Name)
+					}
+					set(e.Name, &EnvVar{Container: c.Name, Name: e.Name, Value: v})
 				case e.ValueFrom.ConfigMapKeyRef != nil:
 					ref := e.ValueFrom.ConfigMapKeyRef
 					data, ok := s.configMaps[pe.Namespace+"/"+ref.Name]
@@ -387,7 +417,7 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 					pe.Env = append(pe.Env, v)
 				}
 			}
-			pe.Env = append(pe.Env, argItems(c, vars)...)
+			pe.Env = append(pe.Env, argItems(c, vars, &left, cut)...)
 		}
 		out = append(out, pe)
 	}

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -97,6 +98,18 @@ func (p *rpool) waitRoom(a *ratt, uc *upconn, need int) {
 	if uc.cw.headRoom(need) {
 		p.kick()
 	}
+}
+
+// forget drops a queued attempt whose call ended (its per-try timeout, its
+// client's reset) from the queue; the caller holds a's client
+// connection's mu, as for acquire. Before, it stayed there until the next
+// kick, which an upstream giving no room (SETTINGS_MAX_CONCURRENT_STREAMS
+// 0, every connection full at Config.MaxUpstreamConns) does not give:
+// one entry per ended call, without bound (TestEndedWaitersLeaveThePool).
+func (p *rpool) forget(a *ratt) {
+	p.mu.Lock()
+	p.waiters = slices.DeleteFunc(p.waiters, func(w waiter) bool { return w.a == a })
+	p.mu.Unlock()
 }
 
 // kick hands the waiting attempts another try (a connection got room),

@@ -611,6 +611,9 @@ func (a *ratt) release() {
 	a.closed = true
 	a.s.cc.untrackTry(a)
 	a.returnBudget()
+	if a.state == attQueued && a.s.pool != nil {
+		a.s.pool.forget(a)
+	}
 	if a.uc != nil && a.state >= attOpen {
 		a.uc.close(a, !a.upEnded || a.state != attSent, http2.ErrCodeCancel)
 	}
