@@ -217,9 +217,35 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 	if !ok {
 		return
 	}
-	// Which conf applies: http on an http port, grpc on a grpc one (configurer.go
-	// GetRouteRetryConfig); both when the port is not known. A port of neither (tcp, http2:
-	// no MeshRetry route retry) keeps both here, and onlyHTTP turns the layer into 1 try.
+	s.kumaMerge(e, c, mesh, s.kumaProtos(ref, port), func(kind, name, ns string, labels map[string]string, sec, policyNS string) (int, bool, bool) {
+		if !kumaTargets(kind, name, ns, labels, policyNS, ref) {
+			return 0, false, false
+		}
+		if kind != "MeshService" {
+			return 1, true, true
+		}
+		if sec == "" {
+			return 5, true, true
+		}
+		// One port of the MeshService (its port's name, else its number as Kuma names an unnamed
+		// Service port): sorted after the whole service's items (outbound/sort.go
+		// CompareByToEntry). Another port called: not this item; the port not known: it may
+		// decide (an upper bound).
+		switch hit, known := s.kumaSection(ref, port, sec); {
+		case known && !hit:
+			return 0, false, false
+		case !known:
+			return 6, false, true
+		}
+		return 6, true, true
+	})
+}
+
+// kumaProtos is which MeshRetry conf applies to a call to port of ref: http on an http port, grpc
+// on a grpc one (configurer.go GetRouteRetryConfig); both when the port is not known. A port of
+// neither (tcp, http2: no MeshRetry route retry) keeps both here, and onlyHTTP turns the layer
+// into 1 try.
+func (s *Set) kumaProtos(ref ServiceRef, port int32) map[string]bool {
 	protos := map[string]bool{}
 	for _, p := range s.ports[ref] {
 		if port == 0 || p.Port == port {
@@ -229,6 +255,18 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 	if !protos["http"] && !protos["grpc"] {
 		protos = map[string]bool{"http": true, "grpc": true}
 	}
+	return protos
+}
+
+// kumaTarget reports whether a MeshRetry's to[].targetRef (kind, name, namespace, labels,
+// sectionName; policyNS the MeshRetry's namespace) covers the callee, its to[] sort order
+// (api/common/v1alpha1/targetref.go: Mesh 1, MeshService 5, MeshExternalService 6; a sectionName
+// sorts after none), and whether it surely does (false: it may, an upper bound).
+type kumaTarget func(kind, name, ns string, labels map[string]string, sec, policyNS string) (to int, certain, ok bool)
+
+// kumaMerge adds the Kuma layer of a call from c, in mesh, to the callee target takes, for the
+// confs of protos.
+func (s *Set) kumaMerge(e *Edge, c Caller, mesh string, protos map[string]bool, target kumaTarget) {
 	var entries []kumaEntry
 	found, defaultFound := false, false
 	for _, k := range sortedKeys(s.kumaRetries) {
@@ -268,26 +306,12 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 					http: t.Default.HTTP, grpc: t.Default.GRPC, via: t.TargetRef.Kind + " " + name})
 				continue
 			}
-			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
+			tr := t.TargetRef
+			to, certain, ok := target(tr.Kind, tr.Name, tr.Namespace, tr.Labels, tr.SectionName, r.Metadata.Namespace)
+			if !ok {
 				continue
 			}
-			to, certain := 1, top == 1
-			if t.TargetRef.Kind == "MeshService" {
-				to = 5
-				if sec := t.TargetRef.SectionName; sec != "" {
-					// One port of the MeshService (its port's name, else its number as Kuma names
-					// an unnamed Service port): sorted after the whole service's items
-					// (outbound/sort.go CompareByToEntry). Another port called: not this item; the
-					// port not known: it may decide (an upper bound).
-					to = 6
-					switch hit, known := s.kumaSection(ref, port, sec); {
-					case known && !hit:
-						continue
-					case !known:
-						certain = false
-					}
-				}
-			}
+			certain = certain && top == 1
 			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: role, to: to, name: r.Metadata.Name,
 				http: t.Default.HTTP, grpc: t.Default.GRPC})
 		}
