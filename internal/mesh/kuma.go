@@ -75,15 +75,59 @@ type meshRetry struct {
 	} `json:"spec"`
 }
 
-func (m *meshRetry) mesh() string {
-	if v := m.Metadata.Labels[KumaMeshLabel]; v != "" {
+func (m *meshRetry) mesh() string { return kumaMeshLabel(m.Metadata.Labels) }
+
+func kumaMeshLabel(labels map[string]string) string {
+	if v := labels[KumaMeshLabel]; v != "" {
 		return v
 	}
 	return KumaDefaultMesh
 }
 
+// KumaExtSvcSuffix is the host suffix of Kuma's default HostnameGenerators for a
+// MeshExternalService (kumahq/kuma 348b6528 pkg/defaults/hostname_generator.go:
+// "{{ .DisplayName }}.extsvc.mesh.local", local and synced). A HostnameGenerator of one's own
+// (another template) is not read: its hosts get no Kuma layer.
+const KumaExtSvcSuffix = ".extsvc.mesh.local"
+
+// meshExternalService is what kuma.go reads of a MeshExternalService (kuma.io/v1alpha1, in
+// Kuma's system namespace only): the port and protocol its outbound listener takes
+// (meshexternalservice.go Match: protocol tcp when unset, the CRD's default).
+type meshExternalService struct {
+	header
+	Spec struct {
+		Match struct {
+			Port     int32  `json:"port"`
+			Protocol string `json:"protocol"`
+		} `json:"match"`
+	} `json:"spec"`
+}
+
+// displayName is the name Kuma's hostname and a to[].targetRef give it: the label
+// kuma.io/display-name (a synced copy's), else the object's name.
+func (m *meshExternalService) displayName() string {
+	if v := m.Metadata.Labels[KumaDisplayName]; v != "" {
+		return v
+	}
+	return m.Metadata.Name
+}
+
 // addKuma decodes a Mesh or MeshRetry into s; a negative numRetries is an error naming the field.
 func (s *Set) addKuma(key string, h header, decode func(any) error) error {
+	if h.Kind == "MeshExternalService" {
+		m := &meshExternalService{}
+		if err := decode(m); err != nil {
+			return err
+		}
+		m.header = h
+		switch p := m.Spec.Match.Protocol; p {
+		case "", "tcp", "http", "grpc", "http2":
+		default:
+			return fmt.Errorf("%s: spec.match.protocol %q: Kuma takes tcp, grpc, http or http2", h.id(), p)
+		}
+		s.kumaExternal[key] = m
+		return nil
+	}
 	if h.Kind == "Mesh" {
 		m := &kumaMesh{}
 		if err := decode(m); err != nil {
@@ -239,6 +283,82 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 		}
 		return 6, true, true
 	})
+}
+
+// kumaExtEdge adds the Kuma layer of a call from c to host, a MeshExternalService's
+// (<name>.extsvc.mesh.local). Kuma computes its conf as a MeshService's: the MeshRetries' to[]
+// items naming it (kind MeshExternalService) merged over the Mesh-wide ones, and with no item
+// naming it the Mesh's rules alone (kumahq/kuma 348b6528
+// pkg/plugins/policies/core/rules/outbound/resourcerules.go ResourceRules.Compute falls back to
+// the Mesh's identifier), the default mesh-retry-all-<mesh> among them. Before (advice19) the
+// host got no Kuma layer: 1 try where Kuma makes 6. The MeshExternalService's match.protocol
+// decides the conf (GetRouteRetryConfig: http or grpc; tcp, its default, and http2 retry no
+// request); not in the input (the manager does not read the kind), both confs count, an upper
+// bound said in the note.
+func (s *Set) kumaExtEdge(e *Edge, c Caller, host string, port int32) {
+	name, ok := strings.CutSuffix(host, KumaExtSvcSuffix)
+	if !ok || name == "" || strings.Contains(name, ".") {
+		return
+	}
+	mesh, ok, err := s.kumaMeshOf(c)
+	if err != nil {
+		e.Warnings = append(e.Warnings, WarnKumaRefuses(err))
+	}
+	if !ok {
+		return
+	}
+	var ext *meshExternalService
+	for _, k := range sortedKeys(s.kumaExternal) {
+		if m := s.kumaExternal[k]; m.displayName() == name && kumaMeshLabel(m.Metadata.Labels) == mesh {
+			ext = m
+			break
+		}
+	}
+	protos := map[string]bool{"http": true, "grpc": true}
+	if ext != nil {
+		if port != 0 && port != ext.Spec.Match.Port {
+			return // not its listener: Kuma does not route this port as the MeshExternalService
+		}
+		switch p := ext.Spec.Match.Protocol; p {
+		case "http", "grpc":
+			protos = map[string]bool{p: true}
+		default:
+			return // tcp (unset) or http2: MeshRetry retries no request
+		}
+	}
+	before := len(e.Layers)
+	s.kumaMerge(e, c, mesh, protos, func(kind, tname, ns string, labels map[string]string, sec, policyNS string) (int, bool, bool) {
+		switch kind {
+		case "Mesh":
+			return 1, true, true
+		case "MeshExternalService":
+		default:
+			return 0, false, false
+		}
+		if tname == "" {
+			tname = labels[KumaDisplayName]
+		}
+		if tname != name {
+			return 0, false, false
+		}
+		// A MeshExternalService lives in Kuma's system namespace: an item naming another
+		// namespace names another object.
+		if ns != "" && ns != KumaSystemNamespace && (ext == nil || ns != ext.Metadata.Namespace) {
+			return 0, false, false
+		}
+		if sec == "" {
+			return 6, true, true
+		}
+		// Its only port: the sectionName names it by number (or a name retrycap cannot see).
+		if ext != nil && sec == strconv.Itoa(int(ext.Spec.Match.Port)) {
+			return 6, true, true
+		}
+		return 6, false, true
+	})
+	if ext == nil && len(e.Layers) > before {
+		l := &e.Layers[len(e.Layers)-1]
+		l.Note += fmt.Sprintf(" (MeshExternalService %s is not in the input: its protocol taken as http or grpc, an upper bound)", name)
+	}
 }
 
 // kumaProtos is which MeshRetry conf applies to a call to port of ref: http on an http port, grpc
