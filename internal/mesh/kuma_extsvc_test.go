@@ -86,3 +86,22 @@ func TestKumaMeshExternalServiceBadProtocol(t *testing.T) {
 		t.Fatal("a MeshExternalService with a bad protocol was added")
 	}
 }
+
+// TestKumaMeshExternalServiceRemove: removing the object takes its protocol away: a tcp
+// MeshExternalService's host (no layer) is counted as the upper bound again.
+func TestKumaMeshExternalServiceRemove(t *testing.T) {
+	s := set(t, Options{}, strings.Join([]string{nsKuma, kumaMeshDefault, mesDoc("db", "tcp")}, "\n---\n"))
+	if e := s.Edge(caller("kuma-demo"), "db.extsvc.mesh.local"); len(e.Layers) != 0 {
+		t.Fatalf("tcp: layers %v, want none", e.Layers)
+	}
+	if !s.Remove(GroupKuma, "MeshExternalService", "kuma-system", "db") {
+		t.Fatal("Remove: not found")
+	}
+	e := s.Edge(caller("kuma-demo"), "db.extsvc.mesh.local")
+	if len(e.Layers) != 1 || e.Layers[0].Tries != 6 || !strings.HasSuffix(e.Layers[0].Note, "(MeshExternalService db is not in the input: its protocol taken as http or grpc, an upper bound)") {
+		t.Fatalf("removed: layers %v, want one of 6 tries, the upper bound said", e.Layers)
+	}
+	if got := s.Counts()["MeshExternalService"]; got != 0 {
+		t.Fatalf("Counts MeshExternalService %d, want 0", got)
+	}
+}
