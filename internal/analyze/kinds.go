@@ -52,20 +52,21 @@ func workloadReaders(rs map[string]kindReader) map[string]kindReader {
 // in the summary, whether this version reads their retries or not).
 var meshKinds = map[string]bool{
 	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true, "ServiceEntry": true,
-	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Mesh": true, "Resiliency": true, "ServiceRouter": true,
+	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Mesh": true, "MeshExternalService": true, "Resiliency": true, "ServiceRouter": true,
 }
 
 // meshRead are the meshKinds whose retries the mesh Set counts.
 var meshRead = map[string]bool{
 	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
 	"MeshRetry": true, "Mesh": true, // Kuma (internal/mesh/kuma.go)
-	"ServiceEntry":  true, // Istio's default route to the external hosts it registers (internal/mesh/serviceentry.go)
-	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
-	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
-	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
-	meshConfigKind:  true, // Istio's defaultHttpRetryPolicy (internal/mesh)
-	"Ingress":       true, // ingress-nginx's retries (internal/mesh/ingressnginx.go)
-	"IngressClass":  true, // which controller serves an Ingress (internal/mesh/ingressnginx.go)
+	"MeshExternalService": true, // Kuma: which conf its host takes (internal/mesh/kuma.go kumaExtEdge)
+	"ServiceEntry":        true, // Istio's default route to the external hosts it registers (internal/mesh/serviceentry.go)
+	"Resiliency":          true, // Dapr (internal/mesh/dapr.go)
+	"ServiceRouter":       true, // Consul (internal/mesh/consul.go)
+	"Gateway":             true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
+	meshConfigKind:        true, // Istio's defaultHttpRetryPolicy (internal/mesh)
+	"Ingress":             true, // ingress-nginx's retries (internal/mesh/ingressnginx.go)
+	"IngressClass":        true, // which controller serves an Ingress (internal/mesh/ingressnginx.go)
 }
 
 // unreadKinds run pods that retrycap does not read, by "group/Kind"; a retrycap annotation on

@@ -75,15 +75,59 @@ type meshRetry struct {
 	} `json:"spec"`
 }
 
-func (m *meshRetry) mesh() string {
-	if v := m.Metadata.Labels[KumaMeshLabel]; v != "" {
+func (m *meshRetry) mesh() string { return kumaMeshLabel(m.Metadata.Labels) }
+
+func kumaMeshLabel(labels map[string]string) string {
+	if v := labels[KumaMeshLabel]; v != "" {
 		return v
 	}
 	return KumaDefaultMesh
 }
 
+// KumaExtSvcSuffix is the host suffix of Kuma's default HostnameGenerators for a
+// MeshExternalService (kumahq/kuma 348b6528 pkg/defaults/hostname_generator.go:
+// "{{ .DisplayName }}.extsvc.mesh.local", local and synced). A HostnameGenerator of one's own
+// (another template) is not read: its hosts get no Kuma layer.
+const KumaExtSvcSuffix = ".extsvc.mesh.local"
+
+// meshExternalService is what kuma.go reads of a MeshExternalService (kuma.io/v1alpha1, in
+// Kuma's system namespace only): the port and protocol its outbound listener takes
+// (meshexternalservice.go Match: protocol tcp when unset, the CRD's default).
+type meshExternalService struct {
+	header
+	Spec struct {
+		Match struct {
+			Port     int32  `json:"port"`
+			Protocol string `json:"protocol"`
+		} `json:"match"`
+	} `json:"spec"`
+}
+
+// displayName is the name Kuma's hostname and a to[].targetRef give it: the label
+// kuma.io/display-name (a synced copy's), else the object's name.
+func (m *meshExternalService) displayName() string {
+	if v := m.Metadata.Labels[KumaDisplayName]; v != "" {
+		return v
+	}
+	return m.Metadata.Name
+}
+
 // addKuma decodes a Mesh or MeshRetry into s; a negative numRetries is an error naming the field.
 func (s *Set) addKuma(key string, h header, decode func(any) error) error {
+	if h.Kind == "MeshExternalService" {
+		m := &meshExternalService{}
+		if err := decode(m); err != nil {
+			return err
+		}
+		m.header = h
+		switch p := m.Spec.Match.Protocol; p {
+		case "", "tcp", "http", "grpc", "http2":
+		default:
+			return fmt.Errorf("%s: spec.match.protocol %q: Kuma takes tcp, grpc, http or http2", h.id(), p)
+		}
+		s.kumaExternal[key] = m
+		return nil
+	}
 	if h.Kind == "Mesh" {
 		m := &kumaMesh{}
 		if err := decode(m); err != nil {
@@ -217,9 +261,111 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 	if !ok {
 		return
 	}
-	// Which conf applies: http on an http port, grpc on a grpc one (configurer.go
-	// GetRouteRetryConfig); both when the port is not known. A port of neither (tcp, http2:
-	// no MeshRetry route retry) keeps both here, and onlyHTTP turns the layer into 1 try.
+	s.kumaMerge(e, c, mesh, s.kumaProtos(ref, port), func(kind, name, ns string, labels map[string]string, sec, policyNS string) (int, bool, bool) {
+		if !kumaTargets(kind, name, ns, labels, policyNS, ref) {
+			return 0, false, false
+		}
+		if kind != "MeshService" {
+			return 1, true, true
+		}
+		if sec == "" {
+			return 5, true, true
+		}
+		// One port of the MeshService (its port's name, else its number as Kuma names an unnamed
+		// Service port): sorted after the whole service's items (outbound/sort.go
+		// CompareByToEntry). Another port called: not this item; the port not known: it may
+		// decide (an upper bound).
+		switch hit, known := s.kumaSection(ref, port, sec); {
+		case known && !hit:
+			return 0, false, false
+		case !known:
+			return 6, false, true
+		}
+		return 6, true, true
+	})
+}
+
+// kumaExtEdge adds the Kuma layer of a call from c to host, a MeshExternalService's
+// (<name>.extsvc.mesh.local). Kuma computes its conf as a MeshService's: the MeshRetries' to[]
+// items naming it (kind MeshExternalService) merged over the Mesh-wide ones, and with no item
+// naming it the Mesh's rules alone (kumahq/kuma 348b6528
+// pkg/plugins/policies/core/rules/outbound/resourcerules.go ResourceRules.Compute falls back to
+// the Mesh's identifier), the default mesh-retry-all-<mesh> among them. Before (advice19) the
+// host got no Kuma layer: 1 try where Kuma makes 6. The MeshExternalService's match.protocol
+// decides the conf (GetRouteRetryConfig: http or grpc; tcp, its default, and http2 retry no
+// request); not in the input (the manager does not read the kind), both confs count, an upper
+// bound said in the note.
+func (s *Set) kumaExtEdge(e *Edge, c Caller, host string, port int32) {
+	name, ok := strings.CutSuffix(host, KumaExtSvcSuffix)
+	if !ok || name == "" || strings.Contains(name, ".") {
+		return
+	}
+	mesh, ok, err := s.kumaMeshOf(c)
+	if err != nil {
+		e.Warnings = append(e.Warnings, WarnKumaRefuses(err))
+	}
+	if !ok {
+		return
+	}
+	var ext *meshExternalService
+	for _, k := range sortedKeys(s.kumaExternal) {
+		if m := s.kumaExternal[k]; m.displayName() == name && kumaMeshLabel(m.Metadata.Labels) == mesh {
+			ext = m
+			break
+		}
+	}
+	protos := map[string]bool{"http": true, "grpc": true}
+	if ext != nil {
+		if port != 0 && port != ext.Spec.Match.Port {
+			return // not its listener: Kuma does not route this port as the MeshExternalService
+		}
+		switch p := ext.Spec.Match.Protocol; p {
+		case "http", "grpc":
+			protos = map[string]bool{p: true}
+		default:
+			return // tcp (unset) or http2: MeshRetry retries no request
+		}
+	}
+	before := len(e.Layers)
+	s.kumaMerge(e, c, mesh, protos, func(kind, tname, ns string, labels map[string]string, sec, policyNS string) (int, bool, bool) {
+		switch kind {
+		case "Mesh":
+			return 1, true, true
+		case "MeshExternalService":
+		default:
+			return 0, false, false
+		}
+		if tname == "" {
+			tname = labels[KumaDisplayName]
+		}
+		if tname != name {
+			return 0, false, false
+		}
+		// A MeshExternalService lives in Kuma's system namespace: an item naming another
+		// namespace names another object.
+		if ns != "" && ns != KumaSystemNamespace && (ext == nil || ns != ext.Metadata.Namespace) {
+			return 0, false, false
+		}
+		if sec == "" {
+			return 6, true, true
+		}
+		// Its only port: the sectionName names it by number (or a name retrycap cannot see).
+		if ext != nil && sec == strconv.Itoa(int(ext.Spec.Match.Port)) {
+			return 6, true, true
+		}
+		return 6, false, true
+	})
+	if ext == nil && len(e.Layers) > before {
+		l := &e.Layers[len(e.Layers)-1]
+		l.Note += fmt.Sprintf(" (MeshExternalService %s is not in the input: its protocol taken as http or grpc, an upper bound)", name)
+	}
+}
+
+// kumaProtos is which MeshRetry conf applies to a call to port of ref: http on an http port, grpc
+// on a grpc one (configurer.go GetRouteRetryConfig); both when the port is not known. A port of
+// neither (tcp, http2: no MeshRetry route retry) keeps both here, and onlyHTTP turns the layer
+// into 1 try.
+func (s *Set) kumaProtos(ref ServiceRef, port int32) map[string]bool {
 	protos := map[string]bool{}
 	for _, p := range s.ports[ref] {
 		if port == 0 || p.Port == port {
@@ -229,6 +375,18 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 	if !protos["http"] && !protos["grpc"] {
 		protos = map[string]bool{"http": true, "grpc": true}
 	}
+	return protos
+}
+
+// kumaTarget reports whether a MeshRetry's to[].targetRef (kind, name, namespace, labels,
+// sectionName; policyNS the MeshRetry's namespace) covers the callee, its to[] sort order
+// (api/common/v1alpha1/targetref.go: Mesh 1, MeshService 5, MeshExternalService 6; a sectionName
+// sorts after none), and whether it surely does (false: it may, an upper bound).
+type kumaTarget func(kind, name, ns string, labels map[string]string, sec, policyNS string) (to int, certain, ok bool)
+
+// kumaMerge adds the Kuma layer of a call from c, in mesh, to the callee target takes, for the
+// confs of protos.
+func (s *Set) kumaMerge(e *Edge, c Caller, mesh string, protos map[string]bool, target kumaTarget) {
 	var entries []kumaEntry
 	found, defaultFound := false, false
 	for _, k := range sortedKeys(s.kumaRetries) {
@@ -268,26 +426,12 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 					http: t.Default.HTTP, grpc: t.Default.GRPC, via: t.TargetRef.Kind + " " + name})
 				continue
 			}
-			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
+			tr := t.TargetRef
+			to, certain, ok := target(tr.Kind, tr.Name, tr.Namespace, tr.Labels, tr.SectionName, r.Metadata.Namespace)
+			if !ok {
 				continue
 			}
-			to, certain := 1, top == 1
-			if t.TargetRef.Kind == "MeshService" {
-				to = 5
-				if sec := t.TargetRef.SectionName; sec != "" {
-					// One port of the MeshService (its port's name, else its number as Kuma names
-					// an unnamed Service port): sorted after the whole service's items
-					// (outbound/sort.go CompareByToEntry). Another port called: not this item; the
-					// port not known: it may decide (an upper bound).
-					to = 6
-					switch hit, known := s.kumaSection(ref, port, sec); {
-					case known && !hit:
-						continue
-					case !known:
-						certain = false
-					}
-				}
-			}
+			certain = certain && top == 1
 			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: role, to: to, name: r.Metadata.Name,
 				http: t.Default.HTTP, grpc: t.Default.GRPC})
 		}

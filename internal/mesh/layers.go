@@ -125,16 +125,17 @@ type Set struct {
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
-	kumaMeshes      map[string]*kumaMesh      // kuma.go, by name
-	kumaRetries     map[string]*meshRetry     // kuma.go
-	resiliencies    map[string]*resiliency    // dapr.go
-	routers         map[string]*serviceRouter // consul.go
-	gateways        map[string]*gateway       // waypoint.go, by "namespace/name"
-	ingresses       map[string]*ingressObj    // ingressnginx.go
-	ingressClasses  map[string]*ingressClass  // ingressnginx.go, by name
-	nginx           nginxObjects              // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
-	istioInjectors  map[string]*istioInjector // Istio's injection webhooks, by configuration name (istiowebhooks.go)
-	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
+	kumaMeshes      map[string]*kumaMesh            // kuma.go, by name
+	kumaRetries     map[string]*meshRetry           // kuma.go
+	kumaExternal    map[string]*meshExternalService // kuma.go, MeshExternalServices
+	resiliencies    map[string]*resiliency          // dapr.go
+	routers         map[string]*serviceRouter       // consul.go
+	gateways        map[string]*gateway             // waypoint.go, by "namespace/name"
+	ingresses       map[string]*ingressObj          // ingressnginx.go
+	ingressClasses  map[string]*ingressClass        // ingressnginx.go, by name
+	nginx           nginxObjects                    // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
+	istioInjectors  map[string]*istioInjector       // Istio's injection webhooks, by configuration name (istiowebhooks.go)
+	times           map[string]objTimes             // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
 	idx *index
@@ -155,6 +156,7 @@ func NewSet(opts Options) *Set {
 		meshConfigs:     map[string]meshConfigs{},
 		kumaMeshes:      map[string]*kumaMesh{},
 		kumaRetries:     map[string]*meshRetry{},
+		kumaExternal:    map[string]*meshExternalService{},
 		resiliencies:    map[string]*resiliency{},
 		routers:         map[string]*serviceRouter{},
 		gateways:        map[string]*gateway{},
@@ -199,6 +201,9 @@ func (s *Set) Clone() *Set {
 	}
 	for k, v := range s.kumaRetries {
 		c.kumaRetries[k] = v
+	}
+	for k, v := range s.kumaExternal {
+		c.kumaExternal[k] = v
 	}
 	for k, v := range s.resiliencies {
 		c.resiliencies[k] = v
@@ -250,6 +255,7 @@ func (s *Set) Counts() map[string]int {
 	add("BackendTrafficPolicy", len(s.policies))
 	add("Mesh", len(s.kumaMeshes))
 	add("MeshRetry", len(s.kumaRetries))
+	add("MeshExternalService", len(s.kumaExternal))
 	add("Resiliency", len(s.resiliencies))
 	add("ServiceRouter", len(s.routers))
 	add("Gateway", len(s.gateways))
@@ -504,6 +510,9 @@ func (s *Set) edge(c Caller, callee string, port int32) Edge {
 		}
 	case inCluster && s.ambientLabels(c): // istio is false here: no sidecar
 		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
+	}
+	if !inCluster {
+		s.kumaExtEdge(&e, c, ref.Name, port) // kuma.go: a MeshExternalService's host
 	}
 	if inCluster {
 		s.inboundEdge(&e, ref)       // inbound.go

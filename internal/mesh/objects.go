@@ -297,6 +297,7 @@ var kinds = map[string]bool{
 	GroupEnvoyGateway + "/BackendTrafficPolicy": true,
 	GroupKuma + "/Mesh":                         true,
 	GroupKuma + "/MeshRetry":                    true,
+	GroupKuma + "/MeshExternalService":          true,
 	GroupDapr + "/Resiliency":                   true,
 	GroupConsul + "/ServiceRouter":              true,
 	GroupGateway + "/Gateway":                   true, // waypoint.go: an ambient waypoint
@@ -512,7 +513,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			return false, err
 		}
 		s.policies[key] = p
-	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry":
+	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry", GroupKuma + "/MeshExternalService":
 		if err := s.addKuma(key, h, decode); err != nil { // kuma.go
 			return false, err
 		}
@@ -587,7 +588,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		_, ok = s.istioInjectors[name]
 		delete(s.istioInjectors, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.serviceEntries), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.serviceEntries), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.kumaExternal), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
 			if m.remove(key) {
 				ok = true
 			}

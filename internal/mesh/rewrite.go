@@ -44,6 +44,13 @@ type Rewrite struct {
 // the block's other fields (Rewrite.only).
 const IstioZeroAttemptsAlone = "the block's other fields removed: Istio refuses perTryTimeout, retryOn, retryRemoteLocalities beside attempts 0; a perTryTimeout becomes the route's timeout where that is unset or longer, to bound the one try as before"
 
+// CapTail ends PlanRewrite's errors for a layer whose object has no field that gives the tries
+// asked (an Ingress, a GRPCRoute, a Gateway API rule below 2 tries): after what the object
+// would have to change, the policy's cap. "Or lower the callers' attempts" was said where they
+// were at 1 already (advice19); PlanRewrite sees no graph, so a caller that has one
+// (internal/webhook) puts workload.Result.Levers in its place.
+const CapTail = ", or raise the policy's spec.maxAmplification"
+
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
 // fewer than l.Tries). A layer no object declares (a mesh default, a ServiceProfile, MeshConfig)
 // cannot be rewritten: the error says what to do instead.
@@ -89,7 +96,7 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 	}
 	switch {
 	case kind == "Ingress" && l.Kind == Istio:
-		return nil, fmt.Errorf("%s: an Ingress has no retry field (Istio translates it with none, pilot/pkg/config/kube/ingress): route its paths through a VirtualService bound to the ingress gateway with retries.attempts: %d instead, or lower the callers' attempts", l.Note, tries-1)
+		return nil, fmt.Errorf("%s: an Ingress has no retry field (Istio translates it with none, pilot/pkg/config/kube/ingress): route its paths through a VirtualService bound to the ingress gateway with retries.attempts: %d instead"+CapTail, l.Note, tries-1)
 	case l.Object == "" || l.FieldPath == "":
 		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
 	case kind == "ConfigMap" && strings.Contains(l.Note, "defaultInboundHttpRetryPolicy"):
@@ -100,12 +107,12 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 	if ruleRetry(l) && kind == "GRPCRoute" {
 		// The Gateway API's GRPCRoute has no retry (v1.6): the API server would drop the field
 		// and keep the mesh's default.
-		return nil, fmt.Errorf("%s: %s has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service, or lower the callers' attempts",
-			l.Note, l.Object)
+		return nil, fmt.Errorf("%s: %s has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service with retries.attempts: %d"+CapTail,
+			l.Note, l.Object, tries-1)
 	}
 	if ruleRetry(l) && tries < MinTries(l) {
-		return nil, fmt.Errorf("%s: %s %s cannot give %d try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets %d tries; the fewest is 2 (attempts: 1): lower the callers' attempts",
-			l.Note, l.Object, strings.TrimSuffix(l.FieldPath, ".attempts"), tries, l.Unset)
+		return nil, fmt.Errorf("%s: %s %s cannot give %d try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets %d tries; set %s %s.attempts: 1 (2 tries, its fewest)"+CapTail,
+			l.Note, l.Object, strings.TrimSuffix(l.FieldPath, ".attempts"), tries, l.Unset, l.Object, strings.TrimSuffix(l.FieldPath, ".attempts"))
 	}
 	r := &Rewrite{Object: l.Object, FieldPath: l.FieldPath}
 	retries := tries - 1

@@ -238,15 +238,20 @@ func TestPlanRewriteRefuses(t *testing.T) {
 			"p: cannot rewrite 1 tries to 0: the target must be at least 1 and below the layer's tries"},
 		// The Gateway API CRD refuses attempts: 0, and without retry Istio's default applies.
 		{Layer{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[2].retry.attempts", Tries: 4, Unset: 3, Note: "HTTPRoute bookinfo/reviews spec.rules[2].retry.attempts: 3"}, 1,
-			"HTTPRoute bookinfo/reviews spec.rules[2].retry.attempts: 3: HTTPRoute bookinfo/reviews spec.rules[2].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"},
+			"HTTPRoute bookinfo/reviews spec.rules[2].retry.attempts: 3: HTTPRoute bookinfo/reviews spec.rules[2].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; set HTTPRoute bookinfo/reviews spec.rules[2].retry.attempts: 1 (2 tries, its fewest), or raise the policy's spec.maxAmplification"},
 		{Layer{Kind: Istio, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true, Unset: 3, Note: "n"}, 1,
-			"n: HTTPRoute bookinfo/reviews spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"},
+			"n: HTTPRoute bookinfo/reviews spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; set HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: 1 (2 tries, its fewest), or raise the policy's spec.maxAmplification"},
 		// GRPCRoute has no retry in its CRD: a rewrite would be dropped by the API server.
 		{Layer{Kind: Istio, Object: "GRPCRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true, Unset: 3, Note: "n"}, 2,
-			"n: GRPCRoute bookinfo/reviews has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service, or lower the callers' attempts"},
+			"n: GRPCRoute bookinfo/reviews has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service with retries.attempts: 1, or raise the policy's spec.maxAmplification"},
+		// An Ingress under Istio has no retry field: the fix is another object; the advice
+		// ends with the policy's cap (advice19; it said "lower the callers' attempts", also
+		// where the callers were at 1), which the mesh gate replaces with the chain's levers.
+		{Layer{Kind: Istio, Object: "Ingress bookinfo/gateway", FieldPath: "spec.rules[0].http.paths[0]", Tries: 3, Default: true, Note: "Istio default, Ingress bookinfo/gateway"}, 2,
+			"Istio default, Ingress bookinfo/gateway: an Ingress has no retry field (Istio translates it with none, pilot/pkg/config/kube/ingress): route its paths through a VirtualService bound to the ingress gateway with retries.attempts: 1 instead, or raise the policy's spec.maxAmplification"},
 		// A BackendTrafficPolicy gives the rule without retry 6 tries.
 		{Layer{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 6, Note: "g"}, 1,
-			"g: HTTPRoute shop/web spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 6 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"},
+			"g: HTTPRoute shop/web spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 6 tries; set HTTPRoute shop/web spec.rules[0].retry.attempts: 1 (2 tries, its fewest), or raise the policy's spec.maxAmplification"},
 	}
 	for _, tc := range cases {
 		_, err := PlanRewrite(tc.layer, tc.tries)

@@ -97,7 +97,7 @@ func TestSplitLayers(t *testing.T) {
 		{
 			// A rule asked for 1 try gives 2 and says why, the edge left over.
 			name: "no fit: a rule at its floor", app: 4, layers: []Layer{ruleLayer("pay")}, planned: 1,
-			want: "app 1; HTTPRoute shop/pay spec.rules[0].retry.attempts: unset (2) -> 1 (asked 1, gives 2); Istio default, HTTPRoute shop/pay spec.rules[0] sets no retry: HTTPRoute shop/pay spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; the fewest is 2 (attempts: 1): lower the callers' attempts; carries 2, does not fit, meshed true",
+			want: "app 1; HTTPRoute shop/pay spec.rules[0].retry.attempts: unset (2) -> 1 (asked 1, gives 2); Istio default, HTTPRoute shop/pay spec.rules[0] sets no retry: HTTPRoute shop/pay spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; set HTTPRoute shop/pay spec.rules[0].retry.attempts: 1 (2 tries, its fewest), or raise the policy's spec.maxAmplification; carries 2, does not fit, meshed true",
 		},
 		{
 			name: "not meshed", app: 3, layers: []Layer{vsLayer("pay", 1)}, planned: 2,

@@ -164,6 +164,8 @@ func judgeAltTries(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw ob
 		v := meshVerdict{policy: p, layer: at.layer, edge: at.raised, time: tj, alt: av}
 		if av.fits {
 			v.keepBound = zeroBound(at.layer, at.target(av.keep), raw)
+		} else {
+			v.levers = av.floorLevers(p, obj, set, raw)
 		}
 		return v, true
 	}
@@ -198,6 +200,48 @@ func (av *altVerdict) rewrites(keep int64) ([]*mesh.Rewrite, bool) {
 		}
 	}
 	return out, true
+}
+
+// floorLevers names, when no count of the routes of av fits, what else on the edge's chain can
+// change, judged with the routes at their base (the object's own are at their fewest):
+// workload.Result.TimeLevers of the chain still over maxTimeToAnswer, else Levers of the one over
+// the cap. "Lower the callers' attempts" was said where they were at 1 (advice19). Without the
+// graph at the base (the rewrite cannot be applied), the policy's maximum alone.
+func (av *altVerdict) floorLevers(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON) string {
+	e := av.all[0].raised
+	skip := workload.LeverSkip{Object: av.all[0].layer.Object}
+	fallback := "raise " + p.Ref().String() + " spec.maxTimeToAnswer"
+	rws, ok := av.rewrites(1)
+	if !ok {
+		return fallback
+	}
+	next, ok := withRewrites(obj, set, raw, rws)
+	if !ok {
+		return fallback
+	}
+	r := p.build(next)
+	if tj := timeAt(p, r, e); tj != nil && len(tj.Chain.Path) > 0 {
+		path := tj.Chain.Path
+		factors := []int64{tj.Chain.ClientAttempts}
+		for k := 1; k < len(path); k++ {
+			ge, _ := r.Graph.Edge(path[k-1], path[k])
+			factors = append(factors, ge.Attempts)
+		}
+		// The route raised, at its base, is what the time takes its tries from: its own
+		// timeouts are the lever of the object (waitRoute names the hop's route of the longest
+		// bound, here another).
+		at := av.all[0]
+		route := routeOf(at.layer)
+		if strings.HasPrefix(at.layer.FieldPath, "metadata.") {
+			route = at.layer.Object // an annotation of the object: the object is the route
+		}
+		wait := fmt.Sprintf("the timeouts of %s (at %d tries: %s)", route, at.base(), describeBounds(set.LayerTime(at.layer)))
+		return r.TimeLevers(path, factors, skip, wait, tj.Chain.Time)
+	}
+	if j := judgeAt(r, e); j.Over {
+		return r.Levers(j.Path, j.Factors, skip)
+	}
+	return fallback
 }
 
 // fitsAt reports whether the edge's chains are within p's maxTimeToAnswer (and cap) with the
@@ -265,7 +309,7 @@ func (v meshVerdict) altMessage() string {
 	}
 	msg += ") makes " + v.explain()
 	if !av.fits {
-		return msg + "; " + v.altFloor() + " does not fit either: lower the callers' attempts"
+		return msg + "; " + v.altFloor() + " does not fit either: " + v.levers
 	}
 	rw, err := mesh.PlanRewrite(at.layer, at.target(av.keep))
 	if err != nil {

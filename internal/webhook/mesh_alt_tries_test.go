@@ -69,7 +69,10 @@ spec: {ports: [{name: http, port: 9080}]}`
 	const created = `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest metadata.annotations["retry.linkerd.io/limit"]: unset (a new route) -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
 		over + `; HTTPRoute bookinfo/ratings-rest may keep retry.linkerd.io/limit: "1"`
 	const overBefore = `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
-		`productpage 33.075s -> reviews 33.075s -> ratings ? = 33.075s > maxTimeToAnswer 20s; HTTPRoute bookinfo/ratings-rest retry.linkerd.io/limit: "1" does not fit either: lower the callers' attempts`
+		`productpage 33.075s -> reviews 33.075s -> ratings ? = 33.075s > maxTimeToAnswer 20s; HTTPRoute bookinfo/ratings-rest retry.linkerd.io/limit: "1" does not fit either: ` +
+		// advice19: the callers are at 1 attempt (it said "lower the callers' attempts"); the
+		// wait is 2 x 11s + 25ms of the route's own per-try timeout.
+		`lower the timeouts of HTTPRoute bookinfo/ratings-rest (at 2 tries: per-try timeout 11s, timeout unset), or raise RetryPolicy bookinfo/bookinfo spec.maxTimeToAnswer: 22.025s`
 	lowered := MeshDecision{Allowed: true,
 		Warnings: []string{`RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/ratings-rest: metadata.annotations["retry.linkerd.io/limit"]: "2" -> "1" (` + over + ")"},
 		Patch: []jsonpatch.Operation{

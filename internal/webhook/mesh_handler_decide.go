@@ -1334,10 +1334,20 @@ func (v meshVerdict) message(obj meshObject) string {
 	if err != nil {
 		// A route new to the edge whose tries are the mesh's default and no field of the
 		// object sets (a GRPCRoute's rule: noField): the error says what to do instead.
-		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain() + "; " + strings.TrimPrefix(err.Error(), v.layer.Note+": ") + v.waitClause()
+		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain() + "; " + v.withLevers(strings.TrimPrefix(err.Error(), v.layer.Note+": ")) + v.waitClause()
 	}
 	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), field.Object, field.FieldPath, field.From, v.explain())
 	return msg + v.advice(field, floor) + v.defaultClause(field) + v.waitClause()
+}
+
+// withLevers puts v.levers (the chain's other factors and the policy's cap, by name) in place of
+// the policy's cap that mesh.PlanRewrite's error ends with (mesh.CapTail), where the verdict has
+// them (advice19).
+func (v meshVerdict) withLevers(text string) string {
+	if v.levers == "" || !strings.HasSuffix(text, mesh.CapTail) {
+		return text
+	}
+	return strings.TrimSuffix(text, mesh.CapTail) + ", or " + v.levers
 }
 
 // defaultClause says, for a route that sets no retry and so takes Istio's default, where its

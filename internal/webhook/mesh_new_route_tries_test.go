@@ -224,7 +224,7 @@ spec:
     retries: {attempts: 0}
 `
 	const msg = "RetryPolicy bookinfo/bookinfo: Istio default, GRPCRoute bookinfo/ratings spec.rules[0] sets no retry makes productpage -x1-> reviews -x3-> ratings = 3 > cap 2" +
-		"; GRPCRoute bookinfo/ratings has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service, or lower the callers' attempts"
+		"; GRPCRoute bookinfo/ratings has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service with retries.attempts: 1, or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 2"
 	for _, tc := range []struct {
 		e    v1alpha1.Enforcement
 		cap  int32

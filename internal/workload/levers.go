@@ -2,8 +2,10 @@ package workload
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/annotations"
 )
@@ -18,6 +20,39 @@ import (
 // and the tries were a mesh route's. skip says what is the judged object's own; own are edges r
 // does not record (the incoming workload's, IncomingEdges), read in place of r's.
 func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...MeshEdge) string {
+	return leversOr(r.leverList(path, factors, skip, own), fmt.Sprintf("%s spec.maxAmplification: %d", r.Policy.Ref(), r.Cap))
+}
+
+// TimeLevers is Levers for a chain over the policy's maxTimeToAnswer (path and factors as
+// Levers takes them; need the chain's time, unbounded: none): wait, the route the chain waits
+// on as the caller names it, then the application attempts above 1 on the chain (each
+// multiplies the wait), then the policy's maximum: "lower the response timeout of HTTPRoute
+// shop/pay (2 tries, response timeout 11s), Deployment shop/gateway retrycap.dev/upstreams
+// pay=3, or raise RetryPolicy shop/checkout spec.maxTimeToAnswer: 27.075s". A mesh route's
+// tries elsewhere on the chain are not named: the time model waits on the route of the longest
+// bound, which the tries of another route of the hop do not lengthen (advice19).
+func (r *Result) TimeLevers(path []string, factors []int64, skip LeverSkip, wait string, need time.Duration) string {
+	skip.AppOnly = true
+	out := r.leverList(path, factors, skip, nil)
+	if wait != "" {
+		out = append([]string{wait}, out...)
+	}
+	limit := fmt.Sprintf("%s spec.maxTimeToAnswer: %s", r.Policy.Ref(), need)
+	if need <= 0 || need == math.MaxInt64 {
+		limit = fmt.Sprintf("%s spec.maxTimeToAnswer", r.Policy.Ref())
+	}
+	return leversOr(out, limit)
+}
+
+func leversOr(out []string, limit string) string {
+	if len(out) == 0 {
+		return "raise " + limit
+	}
+	return "lower " + strings.Join(out, ", ") + ", or raise " + limit
+}
+
+// leverList is Levers' list of fields, in the chain's order.
+func (r *Result) leverList(path []string, factors []int64, skip LeverSkip, own []MeshEdge) []string {
 	var out []string
 	add := func(s string) {
 		for _, o := range out {
@@ -28,7 +63,7 @@ func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...M
 		out = append(out, s)
 	}
 	layers := func(m MeshEdge, from, to string) {
-		if [2]string{from, to} == skip.Layers {
+		if [2]string{from, to} == skip.Layers || skip.AppOnly {
 			return
 		}
 		for _, l := range m.Layers {
@@ -42,7 +77,6 @@ func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...M
 			}
 		}
 	}
-	ref := r.Policy.Ref().String()
 	if len(path) > 0 && len(factors) == len(path) && factors[0] > 1 {
 		m, meshed := r.MeshEntry[path[0]]
 		app := factors[0]
@@ -77,10 +111,7 @@ func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...M
 			add(c)
 		}
 	}
-	if len(out) == 0 {
-		return "raise " + ref + " spec.maxAmplification: " + fmt.Sprint(r.Cap)
-	}
-	return "lower " + strings.Join(out, ", ") + ", or raise " + ref + " spec.maxAmplification: " + fmt.Sprint(r.Cap)
+	return out
 }
 
 // LeverSkip is what Levers leaves out as the judged object's own.
@@ -93,6 +124,8 @@ type LeverSkip struct {
 	// Layers is the edge whose layers the message names otherwise (the mesh gate's released
 	// calls: "keep a route of ... for them").
 	Layers [2]string
+	// AppOnly leaves out every mesh layer (TimeLevers).
+	AppOnly bool
 }
 
 // entryLever is the field of the client attempts at entrypoint node: the policy's

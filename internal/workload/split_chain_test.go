@@ -122,7 +122,7 @@ func TestChainFixText(t *testing.T) {
 	def := func(n string) mesh.Layer {
 		return mesh.Layer{Kind: mesh.Istio, Tries: 3, Default: true, Note: "Istio default, no VirtualService binds " + n}
 	}
-	const ruleErr = "HTTPRoute shop/db spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"
+	const ruleErr = "HTTPRoute shop/db spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; set HTTPRoute shop/db spec.rules[0].retry.attempts: 1 (2 tries, its fewest), or raise the policy's spec.maxAmplification"
 	cases := []struct {
 		name     string
 		cap      int64
