@@ -87,6 +87,9 @@ func testPodsAsWritten(t *testing.T, h *harness) {
 	h.mustK(t, string(manifest), "apply", "-f", "-")
 	h.waitAvailable(t, "rt", "back in rt Available", "back=1")
 	h.waitAvailable(t, "rt-restricted", "back in rt-restricted (Pod Security restricted) Available", "back=1")
+	// Available is not yet routed: kube-proxy writes a new Service's rules after (CI at
+	// 85bf9d90: the first app's call got the sidecar's 503 for a refused VIP).
+	h.waitServices(t, h.serviceURL(t, "rt", "back"), h.serviceURL(t, "rt-restricted", "back"))
 
 	// call makes one GET to the app of pod name and checks the answer and what back and the
 	// pod's sidecar counted: carried (through the sidecar, with the budget) or not.
