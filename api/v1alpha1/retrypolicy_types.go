@@ -186,8 +186,10 @@ type RetrySettings struct {
 	// resource-exhausted, deadline-exceeded, ...), which judges gRPC calls by their grpc-status.
 	// +kubebuilder:default={"connect-failure","reset","502","503","504","unavailable"}
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=19
 	// +kubebuilder:validation:items:Pattern=`^(connect-failure|reset|timeout|[45][0-9][0-9]|cancelled|unknown|invalid-argument|deadline-exceeded|not-found|already-exists|permission-denied|resource-exhausted|failed-precondition|aborted|out-of-range|unimplemented|internal|unavailable|data-loss|unauthenticated)$`
-	// +listType=set
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",messageExpression="'\"' + self.filter(x, self.filter(y, y == x).size() > 1)[0] + '\" is listed twice'"
 	// +optional
 	RetryOn []string `json:"retryOn,omitempty"`
 
@@ -195,8 +197,10 @@ type RetrySettings struct {
 	// Idempotency-Key header, whatever this says.
 	// +kubebuilder:default={"GET","HEAD","OPTIONS","PUT","DELETE"}
 	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:MaxLength=7
 	// +kubebuilder:validation:items:Enum=GET;HEAD;OPTIONS;PUT;DELETE;POST;PATCH;TRACE
-	// +listType=set
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",messageExpression="'\"' + self.filter(x, self.filter(y, y == x).size() > 1)[0] + '\" is listed twice'"
 	// +optional
 	Methods []string `json:"methods,omitempty"`
 

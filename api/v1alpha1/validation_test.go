@@ -165,7 +165,11 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"retry-on-unknown", `{maxAmplification: 4, retry: {retryOn: [503, "5xx"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"retry-on-grpc-spelling", `{maxAmplification: 4, retry: {retryOn: [unavailable, resource-exhausted, UNAVAILABLE]}}`, "spec.retry.retryOn[2]", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"retry-on-grpc-ok", `{maxAmplification: 4, retry: {retryOn: [ok]}}`, "spec.retry.retryOn[0]", metav1.CauseTypeFieldValueInvalid, `should match`},
-		{"retry-on-dup", `{maxAmplification: 4, retry: {retryOn: ["503", "503"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueDuplicate, `Duplicate value`},
+		// retryOn and methods are atomic lists (one owner under server-side apply, so that a
+		// list applied replaces the defaults: TestServerSideApplyReplacesDefaultedLists); a CEL
+		// rule refuses a value twice, as the set type did, and names it.
+		{"retry-on-dup", `{maxAmplification: 4, retry: {retryOn: ["503", reset, "503"]}}`, "spec.retry.retryOn", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "503" is listed twice$`},
+		{"method-dup", `{maxAmplification: 4, retry: {methods: [GET, PUT, PUT]}}`, "spec.retry.methods", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "PUT" is listed twice$`},
 		{"method-unknown", `{maxAmplification: 4, retry: {methods: [GET, FETCH]}}`, "spec.retry.methods[1]", metav1.CauseTypeFieldValueNotSupported, `supported values`},
 		{"percent-101", `{maxAmplification: 4, budget: {retryPercent: 101}}`, "spec.budget.retryPercent", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},
 		{"window-too-long", `{maxAmplification: 4, budget: {window: 2m}}`, "spec.budget.window", metav1.CauseTypeFieldValueInvalid, `must be between 1s and 60s`},
