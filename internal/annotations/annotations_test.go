@@ -2,7 +2,10 @@ package annotations
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -161,7 +164,12 @@ func FuzzParseUpstreams(f *testing.F) {
 		"", "order=3", "order=3, inventory=2*4", " a = 1 * 2 , b.c , d*7", "a,,b", "order=x",
 		"api.stripe.com=2", "a=100*1000", "cart:7070=3*2", "a:0", "a:", ":1", "a:1:2", "a=3,a=2", "é=2", "a=3*", "*", "=", ",", "a.b.svc.cluster.local",
 		"payment=3/2s", "p/1m30s*2", "p=2/1.5s", "p/", "p/0ms", "p=1/99999999999999999999h",
+		"pay.shop=2, pay.shop.svc=5", "pay.shop.svc.cluster.local, pay.shop", "pay=2, pay.shop=3", "payment=3 /2s",
 	} {
+		f.Add(s)
+	}
+	// Every value the docs and samples write, so that what a user copies is in the corpus.
+	for _, s := range docExamples(f) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -191,4 +199,40 @@ func FuzzParseUpstreams(f *testing.F) {
 			t.Fatalf("format not canonical: %q != %q", again, formatted)
 		}
 	})
+}
+
+// docExamples are the retrycap.dev/upstreams values quoted in docs/*.md, README.md and
+// config/samples, and the code spans of docs/annotations.md (its grammar's examples).
+func docExamples(f *testing.F) []string {
+	f.Helper()
+	quoted := regexp.MustCompile(`retrycap\.dev/upstreams:? *["']([^"'\n]*)["']`)
+	span := regexp.MustCompile("`([^`\n]+)`")
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		f.Fatal(err)
+	}
+	samples, err := filepath.Glob("../../config/samples/*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	files = append(append(files, "../../README.md"), samples...)
+	var out []string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, m := range quoted.FindAllSubmatch(data, -1) {
+			out = append(out, string(m[1]))
+		}
+		if filepath.Base(file) == "annotations.md" {
+			for _, m := range span.FindAllSubmatch(data, -1) {
+				out = append(out, string(m[1]))
+			}
+		}
+	}
+	if len(out) < 20 {
+		f.Fatalf("%d examples read from the docs: the patterns no longer match them", len(out))
+	}
+	return out
 }
