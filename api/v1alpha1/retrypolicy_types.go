@@ -402,30 +402,42 @@ type RetryPolicyStatus struct {
 
 // ServiceLoad is a number of requests at one service.
 type ServiceLoad struct {
-	Service  string `json:"service"`
-	Requests int64  `json:"requests"`
+	// Service is the service that receives the requests.
+	Service string `json:"service"`
+	// Requests is how many requests one entry request causes there, in the worst case.
+	Requests int64 `json:"requests"`
 }
 
 // Chain is the worst path from one entrypoint.
 type Chain struct {
-	Entrypoint    string `json:"entrypoint"`
-	Amplification int64  `json:"amplification"`
+	// Entrypoint is the service the chain starts at.
+	Entrypoint string `json:"entrypoint"`
+	// Amplification is the chain's worst-case retry multiplication, client attempts included.
+	Amplification int64 `json:"amplification"`
+	// Path is the chain's services, the entrypoint first.
 	// +listType=atomic
 	Path []string `json:"path"`
 }
 
 // Violation is a path whose amplification exceeds the cap, with the change that would fit.
 type Violation struct {
+	// Path is the chain's services, the entrypoint first.
 	// +listType=atomic
-	Path          []string `json:"path"`
-	Amplification int64    `json:"amplification"`
-	Message       string   `json:"message"`
+	Path []string `json:"path"`
+	// Amplification is the chain's retry multiplication, over spec.maxAmplification.
+	Amplification int64 `json:"amplification"`
+	// Message shows each hop's attempts along the path, e.g.
+	// "client -x2-> gateway -x3-> order -x3-> payment = 18 > cap 9".
+	Message string `json:"message"`
+	// Suggestion is the chain's part of the combined fix: the attempts that fit the cap, e.g.
+	// "gateway: order=2; order: payment=1".
 	// +optional
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
 // TimeViolation is a chain whose worst time to answer exceeds spec.maxTimeToAnswer.
 type TimeViolation struct {
+	// Path is the chain's services, the entrypoint first.
 	// +listType=atomic
 	Path []string `json:"path"`
 	// WorstTimeToAnswer is the chain's worst time, a duration or "unbounded".
@@ -438,15 +450,21 @@ type TimeViolation struct {
 // TimeoutInversion is a hop whose caller's per-try timeout is shorter than the worst time of
 // what it waits on: the callee, or a retrying layer inside the hop (a mesh sidecar).
 type TimeoutInversion struct {
+	// Caller is the service whose per-try timeout is too short.
 	Caller string `json:"caller"`
+	// Callee is the service it calls.
 	Callee string `json:"callee"`
 	// Layer is whose per-try timeout it is ("retrycap", "Istio VirtualService shop/payment").
 	Layer string `json:"layer"`
-	// PerTryTimeout is that per-try timeout; InnerTime the worst time it is shorter than (a
-	// duration or "unbounded").
+	// PerTryTimeout is that per-try timeout.
 	PerTryTimeout string `json:"perTryTimeout"`
-	InnerTime     string `json:"innerTime"`
-	Message       string `json:"message"`
+	// InnerTime is the worst time the per-try timeout is shorter than (a duration or
+	// "unbounded").
+	InnerTime string `json:"innerTime"`
+	// Message says the hop, the layer and both times, e.g. "order -> payment: retrycap per-try
+	// timeout 200ms < ... worst time on payment 1.575s: order retries while payment still works
+	// on the abandoned try".
+	Message string `json:"message"`
 	// Fix gives the timeouts that fit.
 	Fix string `json:"fix"`
 }
