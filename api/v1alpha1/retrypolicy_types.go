@@ -143,10 +143,11 @@ type Observability struct {
 type Entrypoint struct {
 	// Service is the service name, as in the retrycap.dev/service annotation (or a Service's
 	// name). A RetryPolicy names a service of its own namespace ("web"); a ClusterRetryPolicy
-	// names it with its namespace ("web.shop"): CEL on each kind's spec says which.
+	// names it with its namespace ("web.shop"): CEL on each kind's spec says which. A service and
+	// a namespace are DNS-1123 labels, at most 63 characters each.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=127
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`
 	// +required
 	Service string `json:"service"`
 

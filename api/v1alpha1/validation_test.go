@@ -253,7 +253,7 @@ func TestEntrypointNamesPerKind(t *testing.T) {
 		name    string
 		obj     *unstructured.Unstructured
 		field   string
-		message string // "" when accepted
+		message string // "" when accepted (and read back), "accepted" when only accepted
 	}{
 		{"rp-qualified", policy(t, "rp-qualified", `{maxAmplification: 4, entrypoints: [{service: web.shop}]}`), "spec.entrypoints",
 			`a RetryPolicy's entrypoints name services of its own namespace, without a namespace ("web", not "web.shop"); a chain across namespaces needs a ClusterRetryPolicy`},
@@ -261,11 +261,23 @@ func TestEntrypointNamesPerKind(t *testing.T) {
 			`a ClusterRetryPolicy's entrypoints name a service with its namespace ("web.shop")`},
 		{"crp-no-selector", clusterPolicy(t, "crp-no-selector", `{maxAmplification: 4}`), "spec.namespaceSelector", `Required value`},
 		{"crp-two-dots", clusterPolicy(t, "crp-two-dots", `{namespaceSelector: {}, maxAmplification: 4, entrypoints: [{service: web.shop.svc}]}`), "spec.entrypoints[0].service", `should match`},
+		// A service or namespace name is a DNS-1123 label: before, 64 characters and more were
+		// stored, an entrypoint no Service can have (the chain was then counted from none).
+		{"rp-label-64", policy(t, "rp-label-64", `{maxAmplification: 4, entrypoints: [{service: `+strings.Repeat("a", 64)+`}]}`), "spec.entrypoints[0].service",
+			`Invalid value: "` + strings.Repeat("a", 64) + `": spec.entrypoints[0].service in body should match '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$'`},
+		{"crp-namespace-64", clusterPolicy(t, "crp-namespace-64", `{namespaceSelector: {}, maxAmplification: 4, entrypoints: [{service: web.`+strings.Repeat("n", 64)+`}]}`), "spec.entrypoints[0].service", `should match`},
+		{"rp-label-63", policy(t, "rp-label-63", `{maxAmplification: 4, entrypoints: [{service: `+strings.Repeat("a", 63)+`}]}`), "", "accepted"},
 		{"crp-ok", clusterPolicy(t, "crp-ok", `{namespaceSelector: {matchLabels: {team: x}}, maxAmplification: 4, entrypoints: [{service: web.shop, clientAttempts: 2}]}`), "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := cli.Create(ctx(t), tc.obj)
+			if tc.message == "accepted" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
 			if tc.message == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
