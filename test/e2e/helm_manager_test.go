@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/retrycap/retrycap/internal/meshwatch"
+	"github.com/retrycap/retrycap/internal/promquery"
+)
+
+// Values the schema took and the manager refuses at start: the install succeeded, then every
+// manager pod crash-looped, and with it the webhooks whose failurePolicy is Fail (the gate, the
+// validator) denied every workload and policy. meshAPIs took any resource.group (`foo.bar`),
+// prometheus.url anything after the scheme (a blank, port 99999), and a URL's own credentials
+// beside prometheus.auth's. The schema now takes what the manager takes, checked here against
+// the manager's own code (internal/meshwatch.ParseSelection, internal/promquery.New).
+func TestHelmRefusesWhatTheManagerWould(t *testing.T) {
+	const schema = "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nretrycap:\n"
+	names := make([]string, len(meshwatch.Candidates))
+	for i, c := range meshwatch.Candidates {
+		names[i] = "'" + c.Name() + "'"
+	}
+	urlPattern := `'^(https?://([^\\s/?#@]+@)?([^\\s/?#@:\\[\\]]+|\\[[0-9A-Fa-f:.]+\\])(:(0*[1-9][0-9]{0,3}|0*[1-5][0-9]{4}|0*6[0-4][0-9]{3}|0*65[0-4][0-9]{2}|0*655[0-2][0-9]|0*6553[0-5])?)?([/?#]\\S*)?)?$'`
+	for set, want := range map[string]string{
+		"meshAPIs={foo.bar}": schema + "- at '/meshAPIs/0': value must be one of " + strings.Join(names, ", ") + "\n",
+		"meshAPIs={virtualservices.networking.istio.io,none}": schema + "- at '/meshAPIs/1': value must be one of " + strings.Join(names, ", ") + "\n",
+		"prometheus.url=http://prometheus:9090 x":             schema + "- at '/prometheus/url': 'http://prometheus:9090 x' does not match pattern " + urlPattern + "\n",
+		"prometheus.url=http://prometheus:99999":              schema + "- at '/prometheus/url': 'http://prometheus:99999' does not match pattern " + urlPattern + "\n",
+		"prometheus.url=http:///api":                          schema + "- at '/prometheus/url': 'http:///api' does not match pattern " + urlPattern + "\n",
+		"prometheus.url=https://u:p@prometheus:9091,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token": "prometheus.url holds credentials (user:password@ before its host), and so does prometheus.auth (serviceAccountToken, bearerTokenKey, username or passwordKey): give them in one place",
+		"prometheus.url=https://u:p@prometheus:9091,prometheus.auth.serviceAccountToken=true":                             "prometheus.url holds credentials (user:password@ before its host), and so does prometheus.auth (serviceAccountToken, bearerTokenKey, username or passwordKey): give them in one place",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, want)
+	}
+
+	// The manager refuses each URL the schema refuses, and takes each it takes.
+	for url, ok := range map[string]bool{
+		"http://prometheus:9090 x": false, "http://prometheus:99999": false, "http:///api": false,
+		"http://prometheus.monitoring.svc:9090": true, "https://prometheus.monitoring.svc:9091/prom?x=1": true,
+		"http://[::1]:9090": true, "http://10.0.0.1": true, "https://u:p@prometheus:9091": true, "http://prometheus:65535": true,
+	} {
+		if _, err := promquery.New(promquery.Options{URL: url}); (err == nil) != ok {
+			t.Errorf("the manager on --prometheus-url %q: %v, the chart's schema takes it: %v", url, err, ok)
+		}
+		if !ok {
+			continue
+		}
+		var dep appsv1.Deployment
+		renderHelm(t, "--set", "prometheus.url="+url).get(t, "Deployment", "retrycap-controller-manager", &dep)
+		if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--prometheus-url="+url) {
+			t.Errorf("prometheus.url=%s rendered the args %q", url, args)
+		}
+	}
+	for _, n := range meshwatch.Candidates {
+		if _, err := meshwatch.ParseSelection(n.Name()); err != nil {
+			t.Errorf("the manager refuses --mesh-apis=%s: %v", n.Name(), err)
+		}
+	}
+	var dep appsv1.Deployment
+	renderHelm(t, "--set", "meshAPIs={virtualservices.networking.istio.io,ingresses.networking.k8s.io}").get(t, "Deployment", "retrycap-controller-manager", &dep)
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--mesh-apis=virtualservices.networking.istio.io,ingresses.networking.k8s.io") {
+		t.Errorf("meshAPIs rendered the args %q", args)
+	}
+}
