@@ -66,3 +66,31 @@ func TestHelmRefusesWhatTheManagerWould(t *testing.T) {
 		t.Errorf("meshAPIs rendered the args %q", args)
 	}
 }
+
+// prometheus.interval and prometheus.window past 24h (cmd/manager's managerDurationMax): the
+// schema's patterns took them, and the manager stopped at start (`--prometheus-interval 48h:
+// want 0..24h`). Summed by the template, refused at render.
+func TestHelmPrometheusDurationsAtMostADay(t *testing.T) {
+	const url = "prometheus.url=http://prometheus.monitoring:9090,"
+	for set, want := range map[string]string{
+		"interval=24h":                     "",
+		"interval=1440m":                   "",
+		"window=23h59m60s":                 "",
+		"interval=86400000ms":              "",
+		"window=0000000000000001h":         "",
+		"interval=24h1ms":                  "prometheus.interval 24h1ms: the manager takes at most 24h (--prometheus-interval) and would stop at start",
+		"interval=1441m":                   "prometheus.interval 1441m: the manager takes at most 24h (--prometheus-interval) and would stop at start",
+		"window=23h59m61s":                 "prometheus.window 23h59m61s: the manager takes at most 24h (--prometheus-window) and would stop at start",
+		"window=99999999999h":              "prometheus.window 99999999999h: the manager takes at most 24h (--prometheus-window) and would stop at start",
+		"interval=9999999999999999999999s": "prometheus.interval 9999999999999999999999s: the manager takes at most 24h (--prometheus-interval) and would stop at start",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", url+"prometheus."+set)
+		if want != "" {
+			refused(t, "--set prometheus."+set, out, errOut, err, want)
+			continue
+		}
+		if err != nil {
+			t.Errorf("--set prometheus.%s: %v\n%s", set, err, errOut)
+		}
+	}
+}
