@@ -133,7 +133,7 @@ type Observability struct {
 	// AccessLog is the proxies' per-attempt access log (--access-log): Off, or Stdout (JSON lines
 	// on the sidecar's stdout, which `retrycap observe` reads). Lines are written off the request
 	// path and dropped, counted in retrycap_proxy_access_log_dropped_total, when the writer falls
-	// behind.
+	// behind. In YAML write "Off" quoted: a bare Off is YAML 1.1's false, which is refused.
 	// +kubebuilder:default=Off
 	// +optional
 	AccessLog AccessLog `json:"accessLog,omitempty"`

@@ -52,3 +52,18 @@ func TestServerSideApplyReplacesDefaultedLists(t *testing.T) {
 		t.Errorf("a second manager's retryOn: err %v, stderr %q", err, stderr)
 	}
 }
+
+// `accessLog: Off` unquoted is YAML 1.1's false to kubectl (and Helm): refused, naming the field,
+// the value kubectl sent and the values it takes, never stored as something else; quoted it is
+// stored as written. docs/api.md says to quote it.
+func TestBareOffIsRefusedNamingTheField(t *testing.T) {
+	const head = "apiVersion: retrycap.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: bare-off, namespace: default}\nspec:\n  maxAmplification: 3\n  observability: {accessLog: "
+	_, stderr, err := cp.RunKubectl(ctx(t), head+"Off}\n", "apply", "-f", "-")
+	if err == nil || !strings.Contains(stderr, "* spec.observability.accessLog: Unsupported value: false: supported values: \"Off\", \"Stdout\"\n") {
+		t.Errorf("accessLog: Off (bare): err %v, stderr %q", err, stderr)
+	}
+	out, stderr, err := cp.RunKubectl(ctx(t), head+"\"Off\"}\n", "apply", "-f", "-", "-o", "jsonpath={.spec.observability.accessLog}")
+	if err != nil || out != "Off" {
+		t.Errorf("accessLog: \"Off\": %q, %v\n%s", out, err, stderr)
+	}
+}
