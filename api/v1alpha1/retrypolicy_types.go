@@ -185,6 +185,7 @@ type RetrySettings struct {
 	// RetryOn lists the failures that are retried: connect-failure, reset, timeout, an HTTP
 	// status code, or a gRPC status code name in lower case with dashes (unavailable,
 	// resource-exhausted, deadline-exceeded, ...), which judges gRPC calls by their grpc-status.
+	// A list given replaces the default whole, under server-side apply too; each value once.
 	// +kubebuilder:default={"connect-failure","reset","502","503","504","unavailable"}
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=19
@@ -195,7 +196,8 @@ type RetrySettings struct {
 	RetryOn []string `json:"retryOn,omitempty"`
 
 	// Methods lists the HTTP methods that may be retried. POST and PATCH are retried only with an
-	// Idempotency-Key header, whatever this says.
+	// Idempotency-Key header, whatever this says. A list given replaces the default whole, under
+	// server-side apply too; each method once.
 	// +kubebuilder:default={"GET","HEAD","OPTIONS","PUT","DELETE"}
 	// +kubebuilder:validation:MaxItems=9
 	// +kubebuilder:validation:items:MaxLength=7
