@@ -316,6 +316,11 @@ func TestHelmSchemaRefusesWhatTheAPIServerWould(t *testing.T) {
 		// Past 106751 days Sprig's genCA overflows Go's time.Duration: the certificate rendered
 		// had notAfter in 1734, expired before it was issued, and the API server refused every
 		// call to the webhooks (the gate's and the validator's Fail denied every workload).
+		// Unbounded, past an int32 the install failed on the Deployment after the CRDs and the
+		// cluster roles were created ("cannot unmarshal number 99999999999 into Go struct field
+		// DeploymentSpec.spec.replicas of type int32"), a failed release left behind.
+		"replicas=101":         "- at '/replicas': maximum: got 101, want 100\n",
+		"replicas=99999999999": "- at '/replicas': maximum: got 9.9999999999×10¹⁰, want 100\n",
 		"certificates.mode=self-signed,certificates.selfSigned.validityDays=106752": "- at '/certificates/selfSigned/validityDays': maximum: got 106,752, want 36,500\n",
 	} {
 		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
