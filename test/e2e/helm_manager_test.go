@@ -94,3 +94,37 @@ func TestHelmPrometheusDurationsAtMostADay(t *testing.T) {
 		}
 	}
 }
+
+// A request above its limit rendered, and the API server refused the Deployment after the CRDs
+// and the cluster roles were created (`spec.template.spec.containers[0].resources.requests:
+// Invalid value: "64Mi": must be less than or equal to memory limit of 32Mi`), a failed release
+// left behind; lowering only resources.limits.memory below the default request is enough.
+// Refused at render now, the quantities compared in their units.
+func TestHelmResourcesRequestAboveLimit(t *testing.T) {
+	const tail = ": the API server refuses a request above its limit (the Deployment, after the CRDs were created); lower the request or raise the limit"
+	for set, want := range map[string]string{
+		"resources.limits.memory=32Mi":                           "resources.requests.memory 64Mi is above resources.limits.memory 32Mi" + tail,
+		"resources.limits.memory=1e3":                            "resources.requests.memory 64Mi is above resources.limits.memory 1e3" + tail,
+		"resources.limits.memory=67108863":                       "resources.requests.memory 64Mi is above resources.limits.memory 67108863" + tail,
+		"resources.requests.memory=1Gi":                          "resources.requests.memory 1Gi is above resources.limits.memory 512Mi" + tail,
+		"resources.limits.cpu=10m":                               "resources.requests.cpu 50m is above resources.limits.cpu 10m" + tail,
+		"resources.limits.cpu=0.299,resources.requests.cpu=300m": "resources.requests.cpu 300m is above resources.limits.cpu 0.299" + tail,
+		"resources.limits.memory=64Mi":                           "",
+		"resources.limits.memory=67108864":                       "",
+		"resources.limits.memory=0.5Gi":                          "",
+		"resources.limits.memory=1e9":                            "",
+		"resources.limits.cpu=0.3,resources.requests.cpu=300m":   "",
+		"resources.limits.cpu=0.05":                              "",
+		"resources.limits=null":                                  "",
+		"resources.requests=null":                                "",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		if want != "" {
+			refused(t, "--set "+set, out, errOut, err, want)
+			continue
+		}
+		if err != nil {
+			t.Errorf("--set %s: %v\n%s", set, err, errOut)
+		}
+	}
+}
