@@ -319,6 +319,19 @@ func ValidateHost(name string) string {
 	if len(name) > 253 {
 		return "name longer than 253 characters"
 	}
+	// An empty label is a stray dot: say which, as "empty label" does not show where. A
+	// trailing one is DNS's absolute form ("api.example.com."), which resolvers and curl take.
+	const host = "%q is not a service name, name.namespace or host: %s"
+	switch {
+	case name == "":
+		// ValidateLabel's "empty label" below.
+	case strings.HasSuffix(name, "."):
+		return fmt.Sprintf(host, name, fmt.Sprintf("a trailing dot (DNS's absolute form) is not written here: %q", strings.TrimRight(name, ".")))
+	case strings.HasPrefix(name, "."):
+		return fmt.Sprintf(host, name, "it starts with a dot")
+	case strings.Contains(name, ".."):
+		return fmt.Sprintf(host, name, "two dots in a row")
+	}
 	for _, l := range strings.Split(name, ".") {
 		if r := ValidateLabel(l); r != "" {
 			return fmt.Sprintf("%q is not a service name, name.namespace or host: %s", name, r)

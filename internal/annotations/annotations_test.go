@@ -52,7 +52,7 @@ func TestParseUpstreams(t *testing.T) {
 		// its code point: the name reads as valid otherwise.
 		{in: "p\u0430yment=3", wantErr: "token \"p\u0430yment=3\" at column 1: \"p\u0430yment\" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed, and '\u0430' (U+0430) is not ASCII (a look-alike or an invisible character)", col: 1},
 		{in: "pay\u200bment=3", wantErr: `token "pay\u200bment=3" at column 1: "pay\u200bment" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed, and '\u200b' (U+200B) is not ASCII (a look-alike or an invisible character)`, col: 1},
-		{in: "a..b", wantErr: `token "a..b" at column 1: "a..b" is not a service name, name.namespace or host: empty label`, col: 1},
+		{in: "a..b", wantErr: `token "a..b" at column 1: "a..b" is not a service name, name.namespace or host: two dots in a row`, col: 1},
 		{in: "-a", wantErr: `token "-a" at column 1: "-a" is not a service name, name.namespace or host: must start and end with a letter or digit`, col: 1},
 		{in: "payment=3/2s", want: []Upstream{{Name: "payment", Attempts: 3, PerTryTimeout: 2 * time.Second}}},
 		{in: "payment/1500ms*2, cart:7070 = 2 / 1m30s", want: []Upstream{

@@ -36,7 +36,11 @@ func TestRedteam20UpstreamsTypos(t *testing.T) {
 		{"payment_v2=2", `token "payment_v2=2" at column 1: "payment_v2" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`},
 		{"payment:80:90", `token "payment:80:90" at column 1: "payment:80" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`},
 		{"[::1]:80=2", `token "[::1]:80=2" at column 1: "[::1]" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`},
-		{"payment.=3", `token "payment.=3" at column 1: "payment." is not a service name, name.namespace or host: empty label`},
+		// A stray dot is said where it is (before: "empty label").
+		{"payment.=3", `token "payment.=3" at column 1: "payment." is not a service name, name.namespace or host: a trailing dot (DNS's absolute form) is not written here: "payment"`},
+		{"api.example.com.=2", `token "api.example.com.=2" at column 1: "api.example.com." is not a service name, name.namespace or host: a trailing dot (DNS's absolute form) is not written here: "api.example.com"`},
+		{".payment=3", `token ".payment=3" at column 1: ".payment" is not a service name, name.namespace or host: it starts with a dot`},
+		{"payment..shop=3", `token "payment..shop=3" at column 1: "payment..shop" is not a service name, name.namespace or host: two dots in a row`},
 	}
 	for _, c := range cases {
 		ups, err := ParseUpstreams(c.in)
