@@ -73,8 +73,10 @@ type GraphCounts struct {
 
 // GraphEdge is one edge of a GraphStatus list.
 type GraphEdge struct {
+	// From is the calling service, as the graph names it.
 	From string `json:"from"`
-	To   string `json:"to"`
+	// To is the called service, as the graph names it.
+	To string `json:"to"`
 	// RatePerSecond is the observed rate over the window, three significant digits ("2.50";
 	// "0" for a stale edge): a string, as the API carries no floats.
 	RatePerSecond string `json:"ratePerSecond"`

@@ -45,8 +45,10 @@ type ObservedAmplification struct {
 
 // ObservedEdge is one caller -> upstream edge as its counters saw it.
 type ObservedEdge struct {
+	// From is the calling service, as the graph names it.
 	From string `json:"from"`
-	To   string `json:"to"`
+	// To is the called service, as the graph names it.
+	To string `json:"to"`
 	// Tries is attempts / calls over the window, two decimals.
 	Tries string `json:"tries"`
 	// CallsPerRequest is the calls From's application made to To per request From received

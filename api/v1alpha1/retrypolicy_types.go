@@ -133,7 +133,7 @@ type Observability struct {
 	// AccessLog is the proxies' per-attempt access log (--access-log): Off, or Stdout (JSON lines
 	// on the sidecar's stdout, which `retrycap observe` reads). Lines are written off the request
 	// path and dropped, counted in retrycap_proxy_access_log_dropped_total, when the writer falls
-	// behind.
+	// behind. In YAML write "Off" quoted: a bare Off is YAML 1.1's false, which is refused.
 	// +kubebuilder:default=Off
 	// +optional
 	AccessLog AccessLog `json:"accessLog,omitempty"`
@@ -143,10 +143,11 @@ type Observability struct {
 type Entrypoint struct {
 	// Service is the service name, as in the retrycap.dev/service annotation (or a Service's
 	// name). A RetryPolicy names a service of its own namespace ("web"); a ClusterRetryPolicy
-	// names it with its namespace ("web.shop"): CEL on each kind's spec says which.
+	// names it with its namespace ("web.shop"): CEL on each kind's spec says which. A service and
+	// a namespace are DNS-1123 labels, at most 63 characters each.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=127
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`
 	// +required
 	Service string `json:"service"`
 
@@ -184,19 +185,25 @@ type RetrySettings struct {
 	// RetryOn lists the failures that are retried: connect-failure, reset, timeout, an HTTP
 	// status code, or a gRPC status code name in lower case with dashes (unavailable,
 	// resource-exhausted, deadline-exceeded, ...), which judges gRPC calls by their grpc-status.
+	// A list given replaces the default whole, under server-side apply too; each value once.
 	// +kubebuilder:default={"connect-failure","reset","502","503","504","unavailable"}
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=19
 	// +kubebuilder:validation:items:Pattern=`^(connect-failure|reset|timeout|[45][0-9][0-9]|cancelled|unknown|invalid-argument|deadline-exceeded|not-found|already-exists|permission-denied|resource-exhausted|failed-precondition|aborted|out-of-range|unimplemented|internal|unavailable|data-loss|unauthenticated)$`
-	// +listType=set
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",messageExpression="'\"' + self.filter(x, self.filter(y, y == x).size() > 1)[0] + '\" is listed twice'"
 	// +optional
 	RetryOn []string `json:"retryOn,omitempty"`
 
 	// Methods lists the HTTP methods that may be retried. POST and PATCH are retried only with an
-	// Idempotency-Key header, whatever this says.
+	// Idempotency-Key header, whatever this says. A list given replaces the default whole, under
+	// server-side apply too; each method once.
 	// +kubebuilder:default={"GET","HEAD","OPTIONS","PUT","DELETE"}
 	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:MaxLength=7
 	// +kubebuilder:validation:items:Enum=GET;HEAD;OPTIONS;PUT;DELETE;POST;PATCH;TRACE
-	// +listType=set
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",messageExpression="'\"' + self.filter(x, self.filter(y, y == x).size() > 1)[0] + '\" is listed twice'"
 	// +optional
 	Methods []string `json:"methods,omitempty"`
 
@@ -398,30 +405,42 @@ type RetryPolicyStatus struct {
 
 // ServiceLoad is a number of requests at one service.
 type ServiceLoad struct {
-	Service  string `json:"service"`
-	Requests int64  `json:"requests"`
+	// Service is the service that receives the requests.
+	Service string `json:"service"`
+	// Requests is how many requests one entry request causes there, in the worst case.
+	Requests int64 `json:"requests"`
 }
 
 // Chain is the worst path from one entrypoint.
 type Chain struct {
-	Entrypoint    string `json:"entrypoint"`
-	Amplification int64  `json:"amplification"`
+	// Entrypoint is the service the chain starts at.
+	Entrypoint string `json:"entrypoint"`
+	// Amplification is the chain's worst-case retry multiplication, client attempts included.
+	Amplification int64 `json:"amplification"`
+	// Path is the chain's services, the entrypoint first.
 	// +listType=atomic
 	Path []string `json:"path"`
 }
 
 // Violation is a path whose amplification exceeds the cap, with the change that would fit.
 type Violation struct {
+	// Path is the chain's services, the entrypoint first.
 	// +listType=atomic
-	Path          []string `json:"path"`
-	Amplification int64    `json:"amplification"`
-	Message       string   `json:"message"`
+	Path []string `json:"path"`
+	// Amplification is the chain's retry multiplication, over spec.maxAmplification.
+	Amplification int64 `json:"amplification"`
+	// Message shows each hop's attempts along the path, e.g.
+	// "client -x2-> gateway -x3-> order -x3-> payment = 18 > cap 9".
+	Message string `json:"message"`
+	// Suggestion is the chain's part of the combined fix: the attempts that fit the cap, e.g.
+	// "gateway: order=2; order: payment=1".
 	// +optional
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
 // TimeViolation is a chain whose worst time to answer exceeds spec.maxTimeToAnswer.
 type TimeViolation struct {
+	// Path is the chain's services, the entrypoint first.
 	// +listType=atomic
 	Path []string `json:"path"`
 	// WorstTimeToAnswer is the chain's worst time, a duration or "unbounded".
@@ -434,15 +453,21 @@ type TimeViolation struct {
 // TimeoutInversion is a hop whose caller's per-try timeout is shorter than the worst time of
 // what it waits on: the callee, or a retrying layer inside the hop (a mesh sidecar).
 type TimeoutInversion struct {
+	// Caller is the service whose per-try timeout is too short.
 	Caller string `json:"caller"`
+	// Callee is the service it calls.
 	Callee string `json:"callee"`
 	// Layer is whose per-try timeout it is ("retrycap", "Istio VirtualService shop/payment").
 	Layer string `json:"layer"`
-	// PerTryTimeout is that per-try timeout; InnerTime the worst time it is shorter than (a
-	// duration or "unbounded").
+	// PerTryTimeout is that per-try timeout.
 	PerTryTimeout string `json:"perTryTimeout"`
-	InnerTime     string `json:"innerTime"`
-	Message       string `json:"message"`
+	// InnerTime is the worst time the per-try timeout is shorter than (a duration or
+	// "unbounded").
+	InnerTime string `json:"innerTime"`
+	// Message says the hop, the layer and both times, e.g. "order -> payment: retrycap per-try
+	// timeout 200ms < ... worst time on payment 1.575s: order retries while payment still works
+	// on the abandoned try".
+	Message string `json:"message"`
 	// Fix gives the timeouts that fit.
 	Fix string `json:"fix"`
 }

@@ -101,9 +101,13 @@ func (e *ParseError) Error() string {
 }
 
 // ParseUpstreams parses a retrycap.dev/upstreams value. An empty or all-blank value means no
-// upstreams. Blanks around tokens and around '=' and '*' are allowed; an empty entry (",,",
-// a trailing comma), a bad number, an invalid name or the same name twice is a *ParseError
-// for the first offending token: a value is accepted whole or not at all, never partly.
+// upstreams. Blanks around tokens and around ':', '=', '/' and '*' are allowed (not inside a
+// number or a duration); an empty entry (",,", a trailing comma), a bad number, an invalid name
+// or the same name twice is a *ParseError for the first offending token: a value is accepted
+// whole or not at all, never partly. One service under two of its in-cluster spellings
+// ("pay.shop" and "pay.shop.svc") is accepted, with a Warning from ParseUpstreamsWarn. Whether
+// "pay" and "pay.shop" are one service depends on the workload's namespace, which the value does
+// not say.
 //
 // An upstream written host:port ("cartservice:7070=3") is accepted as upstream host; the port
 // is kept in Upstream.Port and ParseUpstreamsWarn reports that it was dropped.
@@ -113,7 +117,8 @@ func ParseUpstreams(value string) ([]Upstream, error) {
 }
 
 // ParseUpstreamsWarn is ParseUpstreams that also returns a Warning for every token whose port
-// was dropped. The warnings are nil when err is not.
+// was dropped, and for every in-cluster spelling of a service listed already. The warnings are
+// nil when err is not.
 func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil, nil
@@ -121,6 +126,11 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 	var out []Upstream
 	var warnings []Warning
 	firstCol := map[string]int{}
+	type spelling struct {
+		name string
+		col  int
+	}
+	firstService := map[string]spelling{}
 	start := 0
 	for start <= len(value) {
 		end := strings.IndexByte(value[start:], ',')
@@ -143,6 +153,19 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 		}
 		if c, dup := firstCol[u.Name]; dup {
 			return nil, nil, &ParseError{Token: tok, Column: col, Reason: fmt.Sprintf("upstream %q is listed twice (first at column %d)", u.Name, c)}
+		}
+		// "x.ns", "x.ns.svc" and "x.ns.svc.cluster.local" are one service in any namespace
+		// (SplitService): the graph reads both entries as one node with the larger attempts and
+		// calls (the worst case; each spelling's own values still run in the proxy), so a value
+		// stored so stays accepted, and the dropped reading is said.
+		if svc, sns, inCluster := SplitService(u.Name); inCluster {
+			key := svc + "." + sns
+			if first, dup := firstService[key]; dup {
+				warnings = append(warnings, Warning{Token: tok, Column: col,
+					Message: fmt.Sprintf("upstream %q is service %s of namespace %s, listed already as %q at column %d: the graph counts one upstream with the larger attempts and calls; write it once", u.Name, svc, sns, first.name, first.col)})
+			} else {
+				firstService[key] = spelling{u.Name, col}
+			}
 		}
 		if u.Port != 0 {
 			// A host outside the cluster has no Service: its port is one of the ServiceEntry that
@@ -295,6 +318,19 @@ func parseInt(s string, lo, hi int) (int32, bool) {
 func ValidateHost(name string) string {
 	if len(name) > 253 {
 		return "name longer than 253 characters"
+	}
+	// An empty label is a stray dot: say which, as "empty label" does not show where. A
+	// trailing one is DNS's absolute form ("api.example.com."), which resolvers and curl take.
+	const host = "%q is not a service name, name.namespace or host: %s"
+	switch {
+	case name == "":
+		// ValidateLabel's "empty label" below.
+	case strings.HasSuffix(name, "."):
+		return fmt.Sprintf(host, name, fmt.Sprintf("a trailing dot (DNS's absolute form) is not written here: %q", strings.TrimRight(name, ".")))
+	case strings.HasPrefix(name, "."):
+		return fmt.Sprintf(host, name, "it starts with a dot")
+	case strings.Contains(name, ".."):
+		return fmt.Sprintf(host, name, "two dots in a row")
 	}
 	for _, l := range strings.Split(name, ".") {
 		if r := ValidateLabel(l); r != "" {

@@ -2,7 +2,10 @@ package annotations
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -49,7 +52,7 @@ func TestParseUpstreams(t *testing.T) {
 		// its code point: the name reads as valid otherwise.
 		{in: "p\u0430yment=3", wantErr: "token \"p\u0430yment=3\" at column 1: \"p\u0430yment\" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed, and '\u0430' (U+0430) is not ASCII (a look-alike or an invisible character)", col: 1},
 		{in: "pay\u200bment=3", wantErr: `token "pay\u200bment=3" at column 1: "pay\u200bment" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed, and '\u200b' (U+200B) is not ASCII (a look-alike or an invisible character)`, col: 1},
-		{in: "a..b", wantErr: `token "a..b" at column 1: "a..b" is not a service name, name.namespace or host: empty label`, col: 1},
+		{in: "a..b", wantErr: `token "a..b" at column 1: "a..b" is not a service name, name.namespace or host: two dots in a row`, col: 1},
 		{in: "-a", wantErr: `token "-a" at column 1: "-a" is not a service name, name.namespace or host: must start and end with a letter or digit`, col: 1},
 		{in: "payment=3/2s", want: []Upstream{{Name: "payment", Attempts: 3, PerTryTimeout: 2 * time.Second}}},
 		{in: "payment/1500ms*2, cart:7070 = 2 / 1m30s", want: []Upstream{
@@ -161,7 +164,12 @@ func FuzzParseUpstreams(f *testing.F) {
 		"", "order=3", "order=3, inventory=2*4", " a = 1 * 2 , b.c , d*7", "a,,b", "order=x",
 		"api.stripe.com=2", "a=100*1000", "cart:7070=3*2", "a:0", "a:", ":1", "a:1:2", "a=3,a=2", "é=2", "a=3*", "*", "=", ",", "a.b.svc.cluster.local",
 		"payment=3/2s", "p/1m30s*2", "p=2/1.5s", "p/", "p/0ms", "p=1/99999999999999999999h",
+		"pay.shop=2, pay.shop.svc=5", "pay.shop.svc.cluster.local, pay.shop", "pay=2, pay.shop=3", "payment=3 /2s",
 	} {
+		f.Add(s)
+	}
+	// Every value the docs and samples write, so that what a user copies is in the corpus.
+	for _, s := range docExamples(f) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -191,4 +199,40 @@ func FuzzParseUpstreams(f *testing.F) {
 			t.Fatalf("format not canonical: %q != %q", again, formatted)
 		}
 	})
+}
+
+// docExamples are the retrycap.dev/upstreams values quoted in docs/*.md, README.md and
+// config/samples, and the code spans of docs/annotations.md (its grammar's examples).
+func docExamples(f *testing.F) []string {
+	f.Helper()
+	quoted := regexp.MustCompile(`retrycap\.dev/upstreams:? *["']([^"'\n]*)["']`)
+	span := regexp.MustCompile("`([^`\n]+)`")
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		f.Fatal(err)
+	}
+	samples, err := filepath.Glob("../../config/samples/*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	files = append(append(files, "../../README.md"), samples...)
+	var out []string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, m := range quoted.FindAllSubmatch(data, -1) {
+			out = append(out, string(m[1]))
+		}
+		if filepath.Base(file) == "annotations.md" {
+			for _, m := range span.FindAllSubmatch(data, -1) {
+				out = append(out, string(m[1]))
+			}
+		}
+	}
+	if len(out) < 20 {
+		f.Fatalf("%d examples read from the docs: the patterns no longer match them", len(out))
+	}
+	return out
 }

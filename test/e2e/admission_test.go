@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,5 +82,21 @@ var _ = Describe("admission through kubectl", func() {
 		Expect(Kubectl(ctx, "get", "deployment", "order", "-n", ns, "-o",
 			`jsonpath={.spec.template.metadata.annotations.retrycap\.dev/upstreams} {.spec.template.metadata.annotations.retrycap\.dev/rewritten-from}`)).
 			To(Equal("payment=1 payment=3"))
+	})
+
+	// One service under two in-cluster spellings is one node with the larger tries (api20): the
+	// apply is admitted, and kubectl prints a warning naming both spellings and their columns.
+	It("kubectl apply -f of two spellings of one upstream prints a warning naming both", func() {
+		const ns = "e2e-admission-alias"
+		setUp(ns, "Reject")
+		value := "payment." + ns + "=1, payment." + ns + ".svc=1"
+		order := labyaml.App{Namespace: ns, Name: "order", PartOf: "shop", Upstreams: value}.String()
+		out, errOut, err := Env.CP.RunKubectl(ctx, order, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), errOut)
+		Expect(out).To(Equal("deployment.apps/order created\n"))
+		second := "payment." + ns + ".svc=1"
+		Expect(errOut).To(Equal("Warning: Deployment " + ns + "/order: annotation retrycap.dev/upstreams: token \"" + second + "\" at column " +
+			strconv.Itoa(strings.Index(value, second)+1) + ": upstream \"payment." + ns + ".svc\" is service payment of namespace " + ns +
+			", listed already as \"payment." + ns + "\" at column 1: the graph counts one upstream with the larger attempts and calls; write it once\n"))
 	})
 })

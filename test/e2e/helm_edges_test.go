@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -312,6 +313,15 @@ func TestHelmSchemaRefusesWhatTheAPIServerWould(t *testing.T) {
 		"nodeSelector.a/b/c=x":                        "- at '/nodeSelector': additional properties 'a/b/c' not allowed\n",
 		"nodeSelector.disk=fast ssd":                  "- at '/nodeSelector/disk': 'fast ssd' does not match pattern '^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$'\n",
 		"monitoring.prometheusRule.labels.team=-ops-": "- at '/monitoring/prometheusRule/labels/team': '-ops-' does not match pattern '^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$'\n",
+		// Past 106751 days Sprig's genCA overflows Go's time.Duration: the certificate rendered
+		// had notAfter in 1734, expired before it was issued, and the API server refused every
+		// call to the webhooks (the gate's and the validator's Fail denied every workload).
+		// Unbounded, past an int32 the install failed on the Deployment after the CRDs and the
+		// cluster roles were created ("cannot unmarshal number 99999999999 into Go struct field
+		// DeploymentSpec.spec.replicas of type int32"), a failed release left behind.
+		"replicas=101":         "- at '/replicas': maximum: got 101, want 100\n",
+		"replicas=99999999999": "- at '/replicas': maximum: got 9.9999999999×10¹⁰, want 100\n",
+		"certificates.mode=self-signed,certificates.selfSigned.validityDays=106752": "- at '/certificates/selfSigned/validityDays': maximum: got 106,752, want 36,500\n",
 	} {
 		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 		refused(t, "--set "+set, out, errOut, err, "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nretrycap:\n"+want)
@@ -356,5 +366,19 @@ func TestHelmPrometheusAuthRefusedLikeTheManager(t *testing.T) {
 	} {
 		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 		refused(t, "--set "+set, out, errOut, err, want)
+	}
+}
+
+// The longest validity the schema takes renders certificates valid for exactly that long (the
+// bound is below Sprig's overflow at 106752 days: TestHelmSchemaRefusesWhatTheAPIServerWould).
+func TestHelmSelfSignedLongestValidity(t *testing.T) {
+	objs := renderHelm(t, "--set", "certificates.mode=self-signed,certificates.selfSigned.validityDays=36500")
+	var secret corev1.Secret
+	objs.get(t, "Secret", "webhook-server-cert", &secret)
+	for _, key := range []string{"ca.crt", "tls.crt"} {
+		c := parseCert(t, key, secret.Data[key])
+		if got := c.NotAfter.Sub(c.NotBefore); got != 36500*24*time.Hour {
+			t.Errorf("%s valid from %s to %s (%s), want 36500 days", key, c.NotBefore, c.NotAfter, got)
+		}
 	}
 }

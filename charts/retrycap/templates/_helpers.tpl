@@ -105,3 +105,21 @@ without it fails the render rather than lose the annotation silently.
 {{- end -}}
 {{ $crd }}
 {{- end -}}
+
+{{/*
+A Kubernetes quantity ("64Mi", "500m", "1e3", 2) as a float64 in its unit, or "" when it is not
+one of the forms the schema takes. Only to compare a request with its limit.
+*/}}
+{{- define "retrycap.quantity" -}}
+{{- $q := toString . -}}
+{{- $num := regexFind "^[0-9]+([.][0-9]+)?" $q -}}
+{{- $suffix := trimPrefix $num $q -}}
+{{- $scale := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
+{{- if and $num (hasKey $scale $suffix) -}}
+{{- mulf (float64 $num) (get $scale $suffix) -}}
+{{- else if and $num (regexMatch "^e[0-9]{1,2}$" $suffix) -}}
+{{- $v := float64 $num -}}
+{{- range until (int (trimPrefix "e" $suffix)) -}}{{- $v = mulf $v 10 -}}{{- end -}}
+{{- $v -}}
+{{- end -}}
+{{- end -}}
