@@ -68,6 +68,8 @@ var specTrees = map[string]keep{
 	},
 	// A MeshExternalService (mesh/kuma.go kumaExtEdge): the port and protocol of its listener.
 	mesh.GroupKuma + "/MeshExternalService": {"match": keep{"port": true, "protocol": true}},
+	// A MeshHTTPRoute (mesh/kuma.go kumaRouteCovers): the callees of its to[] items.
+	mesh.GroupKuma + "/MeshHTTPRoute": {"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true, "sectionName": true}}}},
 	mesh.GroupDapr + "/Resiliency": {
 		"policies": keep{"retries": true}, "targets": keep{"apps": true},
 	},
@@ -103,7 +105,7 @@ var specTrees = map[string]keep{
 // a MeshRetry's and a MeshExternalService's kuma.io/mesh (which mesh it belongs to; the latter's
 // kuma.io/display-name too, its host's name), and the routes' and Gateways' that an
 // Envoy Gateway BackendTrafficPolicy's targetSelectors may match, any label (mesh/targetselectors.go).
-var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true, mesh.GroupKuma + "/MeshExternalService": true,
+var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true, mesh.GroupKuma + "/MeshExternalService": true, mesh.GroupKuma + "/MeshHTTPRoute": true,
 	mesh.GroupGateway + "/HTTPRoute": true, mesh.GroupGateway + "/GRPCRoute": true, mesh.GroupGateway + "/Gateway": true}
 
 // someLabels are the kinds of which internal/mesh reads a few labels only: a Service's ambient
@@ -383,7 +385,7 @@ type Affected struct {
 //     in other namespaces): all;
 //   - a Gateway-parented route: its namespace and its backends';
 //   - a Dapr Resiliency: its namespace (it applies to callers of its own namespace only);
-//   - a Kuma Mesh, MeshRetry or MeshExternalService, a Consul ServiceRouter: all (callers in any namespace);
+//   - a Kuma Mesh, MeshRetry, MeshExternalService or MeshHTTPRoute, a Consul ServiceRouter: all (callers in any namespace);
 //   - an Ingress: its namespace (its backends are Services of its namespace, entrypoints of
 //     that namespace's RetryPolicies; a ClusterRetryPolicy selecting it is consulted by namespace
 //     too); an IngressClass: all (it decides the controller of Ingresses in any namespace).

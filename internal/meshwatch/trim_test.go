@@ -256,6 +256,26 @@ spec:
 `,
 		},
 		{
+			name: "MeshHTTPRoute keeps its to[] items' targetRefs (its callees), no rules",
+			in: `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default}}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}, sectionName: http}
+    hostnames: [orders.example]
+    rules: [{matches: [{path: {type: PathPrefix, value: /v2}}], default: {backendRefs: [{kind: MeshService, name: orders-v2}]}}]
+`,
+			want: `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default}}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}, sectionName: http}
+`,
+		},
+		{
 			name: "Resiliency keeps its scopes, retry policies and app targets",
 			in: `apiVersion: dapr.io/v1alpha1
 kind: Resiliency

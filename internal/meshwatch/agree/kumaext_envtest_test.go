@@ -108,7 +108,8 @@ func init() {
 }
 
 // kumaExternal: the status equals analyze's report on the same objects, as created, with the
-// MeshExternalService's protocol changed to http, and with it deleted.
+// MeshExternalService's protocol changed to http, with it deleted, and with a MeshRetry item for
+// a MeshHTTPRoute added.
 func kumaExternal(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
@@ -189,4 +190,46 @@ func kumaExternal(t *testing.T, op *operatortest.Operator) {
 	g.Expect(wantGone.Messages[0]).To(ContainSubstring("(MeshExternalService httpbin is not in the input: its protocol taken as http or grpc, an upper bound)"))
 	g.Expect(c.Delete(ctx, stored)).To(Succeed())
 	g.Eventually(get).Should(Equal(wantGone))
+
+	// A MeshRetry item naming the MeshHTTPRoute web-route, whose one callee is api: 10 tries on
+	// web -> api (the route's 9 retries, over the default's 5 on the route's requests), none
+	// more on api -> httpbin. Before, MeshHTTPRoutes were read by neither: the item counted on
+	// every call of the mesh, 10 x 10.
+	routeDocs := `
+apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata:
+  name: web-route
+  namespace: kext
+  labels: {kuma.io/mesh: kext}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: api, k8s.kuma.io/namespace: kext}}
+    rules:
+    - matches: [{path: {type: PathPrefix, value: /v2}}]
+      default: {backendRefs: [{kind: MeshService, labels: {kuma.io/display-name: api-v2}}]}
+---
+apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata:
+  name: route-retry
+  namespace: kext
+  labels: {kuma.io/mesh: kext}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshHTTPRoute, labels: {kuma.io/display-name: web-route, k8s.kuma.io/namespace: kext}}
+    default:
+      http: {numRetries: 9}
+`
+	routeInput := goneInput + "---\n" + routeDocs
+	wantRoute := fromAnalyze(routeInput)
+	g.Expect(wantRoute.Amplification).To(Equal(int64(60)))
+	g.Expect(wantRoute.Messages[0]).To(HavePrefix("client -x1-> web -x10-> api -x6-> httpbin.extsvc.mesh.local = 60 > cap 4; " +
+		"web -x10-> api: 10 = 1 (Deployment web) x 10 (Kuma MeshRetry kext/route-retry numRetries 9 for MeshHTTPRoute kext/web-route, whose rules may not take every call: counted as if it covers this call, an upper bound)"))
+	for _, u := range objects(t, routeDocs) {
+		g.Eventually(func() error { return c.Create(ctx, u.DeepCopy()) }).Should(Succeed(), "creating %s %s", u.GetKind(), u.GetName())
+	}
+	g.Eventually(get).Should(Equal(wantRoute))
 }
