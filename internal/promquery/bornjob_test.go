@@ -89,4 +89,3 @@ func TestCounterOfANewJobsFirstPodAgainstPrometheus(t *testing.T) {
 		})
 	}
 }
-

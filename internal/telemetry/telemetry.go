@@ -350,10 +350,12 @@ const BornLookback = 5 * time.Minute
 //
 //   - its target (job, instance) was scraped successfully at the window's start (up == 1):
 //     that scrape did not hold the label set;
+//
 //   - or its target is itself born inside the window (no up sample before it: a new pod, whose
 //     target Kubernetes service discovery lists from the pod's creation on, up 0 until it
 //     listens) in a job scraped successfully at the window's start: the Prometheus and the job
 //     were there, the pod was not, and its counters counted from its start;
+//
 //   - or it has no target of its own in this Prometheus (no up of its job and instance in the
 //     window: a recording rule's series, workload:istio_requests_total keeps job and drops
 //     instance; one federated with honor_labels: true keeps the other Prometheus' job and
