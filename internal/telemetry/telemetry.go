@@ -350,18 +350,15 @@ const BornLookback = 5 * time.Minute
 //
 //   - its target (job, instance) was scraped successfully at the window's start (up == 1):
 //     that scrape did not hold the label set;
-//
 //   - or its target is itself born inside the window (no up sample before it: a new pod, whose
 //     target Kubernetes service discovery lists from the pod's creation on, up 0 until it
 //     listens) in a job scraped successfully at the window's start: the Prometheus and the job
 //     were there, the pod was not, and its counters counted from its start;
-//
 //   - or it has no target of its own in this Prometheus (no up of its job and instance in the
 //     window: a recording rule's series, workload:istio_requests_total keeps job and drops
 //     instance; one federated with honor_labels: true keeps the other Prometheus' job and
 //     instance) while the same selector had series at the window's start: the rule or the
-//     federation was running then, and its output did not hold the label set.
-//
+//     federation was running then, and its output did not hold the label set;
 //   - or its target's process started inside the window (the smallest
 //     process_start_time_seconds its scrapes gave in the window, the client libraries' standard
 //     gauge: Go's and Python's process collectors, the Linkerd proxy, retrycap's proxy): the
@@ -375,13 +372,16 @@ const BornLookback = 5 * time.Minute
 // reset inside it, a restarted sidecar with the same labels, is corrected by increase() and
 // never added again), and one of which nothing says that its counter did not count before the
 // window (a Prometheus, a scrape job or a federation younger than the window, a target down
-// then): taking its whole value would count those calls. A series born and reset inside the
+// then, whose process is older than the window or exports no start time): taking its whole
+// value would count those calls. A series born and reset inside the
 // window (a new pod's sidecar restarted) is increase()'s too: its last value is after the
 // reset and would lose every call before it; increase() counts them and loses at most the
 // calls before the first scrape (its extrapolation toward the window's start stops where the
 // counter would have been zero). Counting those exactly needs the first sample or the sum of
 // the values before each reset, which PromQL has only by a subquery at a step under the scrape
-// interval: a step no query here knows, at a cost of window/step evaluations of every series.
+// interval: a step no query here knows, at a cost of window/step evaluations of every series;
+// or first_over_time and increase's anchored modifier, which older Prometheus servers do not
+// parse (docs/telemetry.md).
 func Calls(sel string, window time.Duration) string {
 	w := model.Duration(window).String()
 	prior := model.Duration(max(window, BornLookback)).String()
