@@ -60,14 +60,8 @@ type meshRetry struct {
 			Kind string `json:"kind"`
 		} `json:"targetRef"`
 		To []struct {
-			TargetRef struct {
-				Kind        string            `json:"kind"`
-				Name        string            `json:"name"`
-				Namespace   string            `json:"namespace"`
-				Labels      map[string]string `json:"labels"`
-				SectionName string            `json:"sectionName"`
-			} `json:"targetRef"`
-			Default struct {
+			TargetRef kumaRef `json:"targetRef"`
+			Default   struct {
 				HTTP *kumaRetryConf `json:"http"`
 				GRPC *kumaRetryConf `json:"grpc"`
 			} `json:"default"`
@@ -249,10 +243,25 @@ type kumaEntry struct {
 
 // kumaRole is the policy role Kuma gives r (pkg/core/resources/labels/compute.go
 // ComputePolicyRole, stored in the label kuma.io/policy-role): system in Kuma's system
-// namespace, producer when every to[] item names one MeshService of the policy's own namespace,
-// else consumer.
+// namespace, producer when every to[] item names one MeshService or MeshHTTPRoute of the policy's
+// own namespace, else consumer.
 func kumaRole(r *meshRetry) int {
-	switch r.Metadata.Labels["kuma.io/policy-role"] {
+	refs := make([]kumaRef, len(r.Spec.To))
+	for i, t := range r.Spec.To {
+		refs[i] = t.TargetRef
+	}
+	return kumaPolicyRole(r.Metadata.Labels, r.Metadata.Namespace, refs)
+}
+
+// kumaPolicyRole is the role Kuma gives a policy with to[] items (a MeshRetry, a MeshHTTPRoute)
+// of namespace ns, by its label kuma.io/policy-role, else as kumahq/kuma 348b6528
+// pkg/core/resources/labels/compute.go ComputePolicyRole computes it: system in Kuma's system
+// namespace; producer when every item is a MeshService or a MeshHTTPRoute named by its display
+// name alone (and the policy's own namespace, or none: isProducerItem); else consumer. A
+// MeshHTTPRoute item counted as a consumer's before mesx20: a MeshRetry naming a route of its
+// own namespace was not counted for callers elsewhere, which Kuma's producer role selects.
+func kumaPolicyRole(labels map[string]string, ns string, tos []kumaRef) int {
+	switch labels["kuma.io/policy-role"] {
 	case "system":
 		return 1
 	case "producer":
@@ -262,13 +271,12 @@ func kumaRole(r *meshRetry) int {
 	case "workload-owner":
 		return 4
 	}
-	if r.Metadata.Namespace == KumaSystemNamespace {
+	if ns == KumaSystemNamespace {
 		return 1
 	}
-	for _, t := range r.Spec.To {
-		tr := t.TargetRef
-		single := tr.Kind == "MeshService" && (tr.Name != "" && (tr.Namespace == "" || tr.Namespace == r.Metadata.Namespace) ||
-			tr.Labels[KumaDisplayName] != "" && (tr.Labels[KumaKubeNamespace] == "" || tr.Labels[KumaKubeNamespace] == r.Metadata.Namespace))
+	for _, tr := range tos {
+		single := (tr.Kind == "MeshService" || tr.Kind == "MeshHTTPRoute") && (tr.Name != "" && (tr.Namespace == "" || tr.Namespace == ns) ||
+			tr.Labels[KumaDisplayName] != "" && (tr.Labels[KumaKubeNamespace] == "" || tr.Labels[KumaKubeNamespace] == ns))
 		for k := range tr.Labels {
 			single = single && (k == KumaDisplayName || k == KumaKubeNamespace)
 		}
@@ -460,7 +468,7 @@ func (s *Set) kumaMerge(e *Edge, c Caller, mesh string, protos map[string]bool, 
 				if t.TargetRef.Kind == "MeshHTTPRoute" {
 					// The route's to[] items name its callees (mesx20): another callee's calls
 					// never take its routes. Before, the item counted for every callee of the mesh.
-					route, known, covers := s.kumaRouteCovers(mesh, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, target)
+					route, known, covers := s.kumaRouteCovers(mesh, c.Namespace, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, target)
 					switch {
 					case known && !covers:
 						continue
@@ -720,9 +728,10 @@ func (s *Set) kumaTime(l Layer) LayerTime {
 // applyToRealResource: each route named by a KRI takes rctx.WithID of it), so the item never
 // applies to another callee's calls. known is false when no such route is in the input (the item
 // may then cover any callee: an upper bound). A route with no namespace in the reference is
-// looked for in every namespace (the larger set: an upper bound); the route's own top-level
-// targetRef and rules (which callers, which requests) are not narrowed: an upper bound too.
-func (s *Set) kumaRouteCovers(mesh, name, ns string, labels map[string]string, target kumaTarget) (route string, known, covers bool) {
+// looked for in every namespace (the larger set: an upper bound). A consumer route (kumaPolicyRole)
+// covers the callers of its own namespace only; its top-level targetRef and rules (which of
+// them, which requests) are not narrowed: an upper bound.
+func (s *Set) kumaRouteCovers(mesh, callerNS, name, ns string, labels map[string]string, target kumaTarget) (route string, known, covers bool) {
 	if name == "" {
 		name = labels[KumaDisplayName]
 	}
@@ -754,6 +763,15 @@ func (s *Set) kumaRouteCovers(mesh, name, ns string, labels map[string]string, t
 			route = rt.Metadata.Namespace + "/" + rt.Metadata.Name
 		}
 		known = true
+		refs := make([]kumaRef, len(rt.Spec.To))
+		for i, to := range rt.Spec.To {
+			refs[i] = to.TargetRef
+		}
+		if kumaPolicyRole(rt.Metadata.Labels, rt.Metadata.Namespace, refs) >= 3 && rt.Metadata.Namespace != callerNS {
+			// A consumer route is on the proxies of its own namespace only (matchers/dataplane.go
+			// dppSelectedByNamespace), as a consumer MeshRetry.
+			continue
+		}
 		for _, to := range rt.Spec.To {
 			tr := to.TargetRef
 			if _, _, ok := target(tr.Kind, tr.Name, tr.Namespace, tr.Labels, tr.SectionName, rt.Metadata.Namespace); ok {

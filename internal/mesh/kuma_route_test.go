@@ -62,3 +62,66 @@ spec:
 		})
 	}
 }
+
+// mesx20: the policy roles of Kuma's v3 API (kumahq/kuma 348b6528
+// pkg/core/resources/labels/compute.go ComputePolicyRole: an item naming one MeshService or one
+// MeshHTTPRoute by its display name, in the policy's namespace or none, is a producer's). A
+// MeshRetry of kuma-demo naming its own namespace's route is a producer: it selects callers of
+// every namespace (before, taken for a consumer: team-b's call had no layer where Kuma makes 7).
+// A MeshHTTPRoute of team-a naming kuma-demo's redis is a consumer: its routes are on team-a's
+// proxies only, so the item naming it covers no call of team-b's.
+func TestKumaRouteRoles(t *testing.T) {
+	ns := func(name string) string {
+		return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + ", labels: {kuma.io/sidecar-injection: enabled}}"
+	}
+	const producerRetry = `apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: mr-route, namespace: kuma-demo}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshHTTPRoute, labels: {kuma.io/display-name: test-route}}
+    default: {http: {numRetries: 6}}`
+	const producerRoute = `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: test-route, namespace: kuma-demo}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: redis, k8s.kuma.io/namespace: kuma-demo}}
+    rules: [{matches: [{path: {type: PathPrefix, value: /v2}}], default: {}}]`
+	const systemRetry = `apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: mr-route, namespace: kuma-system}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshHTTPRoute, labels: {kuma.io/display-name: test-route, k8s.kuma.io/namespace: team-a}}
+    default: {http: {numRetries: 6}}`
+	const consumerRoute = `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: test-route, namespace: team-a}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: redis, k8s.kuma.io/namespace: kuma-demo}}
+    rules: [{matches: [{path: {type: PathPrefix, value: /v2}}], default: {}}]`
+	for _, c := range []struct {
+		name, docs, caller, want string
+	}{
+		{"a producer MeshRetry naming its route, a caller elsewhere", producerRetry + "\n---\n" + producerRoute, "team-b",
+			"Kuma 7 (Kuma MeshRetry kuma-demo/mr-route numRetries 6 for MeshHTTPRoute kuma-demo/test-route, whose rules may not take every call: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-route spec.to[0].default.http.numRetries"},
+		{"a consumer route, a caller of its namespace", systemRetry + "\n---\n" + consumerRoute, "team-a",
+			"Kuma 7 (Kuma MeshRetry kuma-system/mr-route numRetries 6 for MeshHTTPRoute team-a/test-route, whose rules may not take every call: counted as if it covers this call, an upper bound) at MeshRetry kuma-system/mr-route spec.to[0].default.http.numRetries"},
+		{"a consumer route, a caller elsewhere", systemRetry + "\n---\n" + consumerRoute, "team-b", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := set(t, Options{}, strings.Join([]string{ns("kuma-demo"), ns("team-a"), ns("team-b"), c.docs}, "\n---\n"))
+			var got []string
+			for _, l := range s.Edge(caller(c.caller), "redis.kuma-demo").Layers {
+				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
+			}
+			if strings.Join(got, "; ") != c.want {
+				t.Fatalf("layers %q\nwant %q", strings.Join(got, "; "), c.want)
+			}
+		})
+	}
+}
