@@ -52,7 +52,7 @@ func workloadReaders(rs map[string]kindReader) map[string]kindReader {
 // in the summary, whether this version reads their retries or not).
 var meshKinds = map[string]bool{
 	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true, "ServiceEntry": true,
-	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Mesh": true, "MeshExternalService": true, "Resiliency": true, "ServiceRouter": true,
+	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Mesh": true, "MeshExternalService": true, "MeshHTTPRoute": true, "Resiliency": true, "ServiceRouter": true,
 }
 
 // meshRead are the meshKinds whose retries the mesh Set counts.
@@ -60,6 +60,7 @@ var meshRead = map[string]bool{
 	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
 	"MeshRetry": true, "Mesh": true, // Kuma (internal/mesh/kuma.go)
 	"MeshExternalService": true, // Kuma: which conf its host takes (internal/mesh/kuma.go kumaExtEdge)
+	"MeshHTTPRoute":       true, // Kuma: which callees a MeshRetry item naming it covers (internal/mesh/kuma.go kumaRouteCovers)
 	"ServiceEntry":        true, // Istio's default route to the external hosts it registers (internal/mesh/serviceentry.go)
 	"Resiliency":          true, // Dapr (internal/mesh/dapr.go)
 	"ServiceRouter":       true, // Consul (internal/mesh/consul.go)

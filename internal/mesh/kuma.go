@@ -60,14 +60,8 @@ type meshRetry struct {
 			Kind string `json:"kind"`
 		} `json:"targetRef"`
 		To []struct {
-			TargetRef struct {
-				Kind        string            `json:"kind"`
-				Name        string            `json:"name"`
-				Namespace   string            `json:"namespace"`
-				Labels      map[string]string `json:"labels"`
-				SectionName string            `json:"sectionName"`
-			} `json:"targetRef"`
-			Default struct {
+			TargetRef kumaRef `json:"targetRef"`
+			Default   struct {
 				HTTP *kumaRetryConf `json:"http"`
 				GRPC *kumaRetryConf `json:"grpc"`
 			} `json:"default"`
@@ -112,8 +106,42 @@ func (m *meshExternalService) displayName() string {
 	return m.Metadata.Name
 }
 
-// addKuma decodes a Mesh or MeshRetry into s; a negative numRetries is an error naming the field.
+// kumaRef is a Kuma targetRef as the readers take it: by name (and namespace), or by labels
+// (Kuma's v3 API, whose CRDs prune a name).
+type kumaRef struct {
+	Kind        string            `json:"kind"`
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace"`
+	Labels      map[string]string `json:"labels"`
+	SectionName string            `json:"sectionName"`
+}
+
+// meshHTTPRoute is what kuma.go reads of a MeshHTTPRoute (kuma.io/v1alpha1): the callees of its
+// to[] items (kumahq/kuma 348b6528 pkg/plugins/policies/meshhttproute/api/v1alpha1/validation.go
+// validateToRef: a MeshService, MeshExternalService or MeshMultiZoneService). Its routes are on
+// those callees' outbound listeners only, so a MeshRetry item naming the route applies to calls
+// to them only (kumaRouteCovers).
+type meshHTTPRoute struct {
+	header
+	Spec struct {
+		To []struct {
+			TargetRef kumaRef `json:"targetRef"`
+		} `json:"to"`
+	} `json:"spec"`
+}
+
+// addKuma decodes a Mesh, MeshRetry, MeshExternalService or MeshHTTPRoute into s; a negative
+// numRetries is an error naming the field.
 func (s *Set) addKuma(key string, h header, decode func(any) error) error {
+	if h.Kind == "MeshHTTPRoute" {
+		m := &meshHTTPRoute{}
+		if err := decode(m); err != nil {
+			return err
+		}
+		m.header = h
+		s.kumaRoutes[key] = m
+		return nil
+	}
 	if h.Kind == "MeshExternalService" {
 		m := &meshExternalService{}
 		if err := decode(m); err != nil {
@@ -215,10 +243,25 @@ type kumaEntry struct {
 
 // kumaRole is the policy role Kuma gives r (pkg/core/resources/labels/compute.go
 // ComputePolicyRole, stored in the label kuma.io/policy-role): system in Kuma's system
-// namespace, producer when every to[] item names one MeshService of the policy's own namespace,
-// else consumer.
+// namespace, producer when every to[] item names one MeshService or MeshHTTPRoute of the policy's
+// own namespace, else consumer.
 func kumaRole(r *meshRetry) int {
-	switch r.Metadata.Labels["kuma.io/policy-role"] {
+	refs := make([]kumaRef, len(r.Spec.To))
+	for i, t := range r.Spec.To {
+		refs[i] = t.TargetRef
+	}
+	return kumaPolicyRole(r.Metadata.Labels, r.Metadata.Namespace, refs)
+}
+
+// kumaPolicyRole is the role Kuma gives a policy with to[] items (a MeshRetry, a MeshHTTPRoute)
+// of namespace ns, by its label kuma.io/policy-role, else as kumahq/kuma 348b6528
+// pkg/core/resources/labels/compute.go ComputePolicyRole computes it: system in Kuma's system
+// namespace; producer when every item is a MeshService or a MeshHTTPRoute named by its display
+// name alone (and the policy's own namespace, or none: isProducerItem); else consumer. A
+// MeshHTTPRoute item counted as a consumer's before mesx20: a MeshRetry naming a route of its
+// own namespace was not counted for callers elsewhere, which Kuma's producer role selects.
+func kumaPolicyRole(labels map[string]string, ns string, tos []kumaRef) int {
+	switch labels["kuma.io/policy-role"] {
 	case "system":
 		return 1
 	case "producer":
@@ -228,13 +271,12 @@ func kumaRole(r *meshRetry) int {
 	case "workload-owner":
 		return 4
 	}
-	if r.Metadata.Namespace == KumaSystemNamespace {
+	if ns == KumaSystemNamespace {
 		return 1
 	}
-	for _, t := range r.Spec.To {
-		tr := t.TargetRef
-		single := tr.Kind == "MeshService" && (tr.Name != "" && (tr.Namespace == "" || tr.Namespace == r.Metadata.Namespace) ||
-			tr.Labels[KumaDisplayName] != "" && (tr.Labels[KumaKubeNamespace] == "" || tr.Labels[KumaKubeNamespace] == r.Metadata.Namespace))
+	for _, tr := range tos {
+		single := (tr.Kind == "MeshService" || tr.Kind == "MeshHTTPRoute") && (tr.Name != "" && (tr.Namespace == "" || tr.Namespace == ns) ||
+			tr.Labels[KumaDisplayName] != "" && (tr.Labels[KumaKubeNamespace] == "" || tr.Labels[KumaKubeNamespace] == ns))
 		for k := range tr.Labels {
 			single = single && (k == KumaDisplayName || k == KumaKubeNamespace)
 		}
@@ -422,8 +464,22 @@ func (s *Set) kumaMerge(e *Edge, c Caller, mesh string, protos map[string]bool, 
 				if name == "" {
 					name = t.TargetRef.Labels[KumaDisplayName]
 				}
+				via := t.TargetRef.Kind + " " + name + ", which retrycap does not read"
+				if t.TargetRef.Kind == "MeshHTTPRoute" {
+					// The route's to[] items name its callees (mesx20): another callee's calls
+					// never take its routes. Before, the item counted for every callee of the mesh.
+					route, known, covers := s.kumaRouteCovers(mesh, c.Namespace, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, target)
+					switch {
+					case known && !covers:
+						continue
+					case known:
+						via = "MeshHTTPRoute " + route + ", whose rules may not take every call"
+					default:
+						via = "MeshHTTPRoute " + name + ", which is not in the input"
+					}
+				}
 				entries = append(entries, kumaEntry{r: r, i: i, top: top, role: role, to: to, name: r.Metadata.Name,
-					http: t.Default.HTTP, grpc: t.Default.GRPC, via: t.TargetRef.Kind + " " + name})
+					http: t.Default.HTTP, grpc: t.Default.GRPC, via: via})
 				continue
 			}
 			tr := t.TargetRef
@@ -535,7 +591,7 @@ func kumaLayer(x kumaEntry, proto string, found, defaultFound bool) Layer {
 	n := *map[string]*kumaRetryConf{"http": x.http, "grpc": x.grpc}[proto].NumRetries
 	note := fmt.Sprintf("Kuma %s numRetries %d", x.r.id(), n)
 	if x.via != "" {
-		note += fmt.Sprintf(" for %s, which retrycap does not read: counted as if it covers this call, an upper bound", x.via)
+		note += fmt.Sprintf(" for %s: counted as if it covers this call, an upper bound", x.via)
 	}
 	return Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),
 		Tries: n + 1, Note: note}
@@ -662,4 +718,66 @@ func (s *Set) kumaTime(l Layer) LayerTime {
 		t.Source = fmt.Sprintf("%s spec.to[%d].default.%s", r.id(), i, proto)
 	}
 	return t
+}
+
+// kumaRouteCovers finds the MeshHTTPRoutes of mesh a MeshRetry item's targetRef (name and
+// namespace, or labels) names, and whether one of their to[]
+// items is the callee target takes. A MeshHTTPRoute's routes are on its to[] callees' outbound
+// listeners only, and Kuma merges the item naming the route over the service's conf on those
+// routes (kumahq/kuma 348b6528 pkg/plugins/policies/meshretry/plugin/v1alpha1/plugin.go
+// applyToRealResource: each route named by a KRI takes rctx.WithID of it), so the item never
+// applies to another callee's calls. known is false when no such route is in the input (the item
+// may then cover any callee: an upper bound). A route with no namespace in the reference is
+// looked for in every namespace (the larger set: an upper bound). A consumer route (kumaPolicyRole)
+// covers the callers of its own namespace only; its top-level targetRef and rules (which of
+// them, which requests) are not narrowed: an upper bound.
+func (s *Set) kumaRouteCovers(mesh, callerNS, name, ns string, labels map[string]string, target kumaTarget) (route string, known, covers bool) {
+	if name == "" {
+		name = labels[KumaDisplayName]
+	}
+	if ns == "" {
+		ns = labels[KumaKubeNamespace]
+	}
+	if name == "" {
+		return "", false, false
+	}
+	for _, k := range sortedKeys(s.kumaRoutes) {
+		rt := s.kumaRoutes[k]
+		dn := rt.Metadata.Name
+		if v := rt.Metadata.Labels[KumaDisplayName]; v != "" {
+			dn = v
+		}
+		if dn != name || ns != "" && rt.Metadata.Namespace != ns || kumaMeshLabel(rt.Metadata.Labels) != mesh {
+			continue
+		}
+		match := true
+		for lk, lv := range labels {
+			if lk != KumaDisplayName && lk != KumaKubeNamespace && rt.Metadata.Labels[lk] != lv {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		if !known {
+			route = rt.Metadata.Namespace + "/" + rt.Metadata.Name
+		}
+		known = true
+		refs := make([]kumaRef, len(rt.Spec.To))
+		for i, to := range rt.Spec.To {
+			refs[i] = to.TargetRef
+		}
+		if kumaPolicyRole(rt.Metadata.Labels, rt.Metadata.Namespace, refs) >= 3 && rt.Metadata.Namespace != callerNS {
+			// A consumer route is on the proxies of its own namespace only (matchers/dataplane.go
+			// dppSelectedByNamespace), as a consumer MeshRetry.
+			continue
+		}
+		for _, to := range rt.Spec.To {
+			tr := to.TargetRef
+			if _, _, ok := target(tr.Kind, tr.Name, tr.Namespace, tr.Labels, tr.SectionName, rt.Metadata.Namespace); ok {
+				return rt.Metadata.Namespace + "/" + rt.Metadata.Name, true, true
+			}
+		}
+	}
+	return route, known, false
 }

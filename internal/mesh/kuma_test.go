@@ -230,7 +230,7 @@ spec:
 	for _, c := range []struct {
 		name, doc, want string
 	}{
-		{"route", mr, "Kuma 7 (Kuma MeshRetry kuma-demo/mr-1 numRetries 6 for MeshHTTPRoute test-route, which retrycap does not read: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[1].default.http.numRetries"},
+		{"route", mr, "Kuma 7 (Kuma MeshRetry kuma-demo/mr-1 numRetries 6 for MeshHTTPRoute test-route, which is not in the input: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[1].default.http.numRetries"},
 		{"multi-zone service", strings.Replace(mr, "numRetries: 6", "numRetries: 1", 1),
 			"Kuma 5 (Kuma MeshRetry kuma-demo/mr-1 numRetries 4 for MeshMultiZoneService redis-mz, which retrycap does not read: counted as if it covers this call, an upper bound) at MeshRetry kuma-demo/mr-1 spec.to[2].default.http.numRetries"},
 		// Below the service's, the route's item decides nothing larger: the service's 2 retries.

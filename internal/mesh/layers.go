@@ -128,6 +128,7 @@ type Set struct {
 	kumaMeshes      map[string]*kumaMesh            // kuma.go, by name
 	kumaRetries     map[string]*meshRetry           // kuma.go
 	kumaExternal    map[string]*meshExternalService // kuma.go, MeshExternalServices
+	kumaRoutes      map[string]*meshHTTPRoute       // kuma.go, MeshHTTPRoutes (the callees of their to[] items)
 	resiliencies    map[string]*resiliency          // dapr.go
 	routers         map[string]*serviceRouter       // consul.go
 	gateways        map[string]*gateway             // waypoint.go, by "namespace/name"
@@ -157,6 +158,7 @@ func NewSet(opts Options) *Set {
 		kumaMeshes:      map[string]*kumaMesh{},
 		kumaRetries:     map[string]*meshRetry{},
 		kumaExternal:    map[string]*meshExternalService{},
+		kumaRoutes:      map[string]*meshHTTPRoute{},
 		resiliencies:    map[string]*resiliency{},
 		routers:         map[string]*serviceRouter{},
 		gateways:        map[string]*gateway{},
@@ -204,6 +206,9 @@ func (s *Set) Clone() *Set {
 	}
 	for k, v := range s.kumaExternal {
 		c.kumaExternal[k] = v
+	}
+	for k, v := range s.kumaRoutes {
+		c.kumaRoutes[k] = v
 	}
 	for k, v := range s.resiliencies {
 		c.resiliencies[k] = v
@@ -256,6 +261,7 @@ func (s *Set) Counts() map[string]int {
 	add("Mesh", len(s.kumaMeshes))
 	add("MeshRetry", len(s.kumaRetries))
 	add("MeshExternalService", len(s.kumaExternal))
+	add("MeshHTTPRoute", len(s.kumaRoutes))
 	add("Resiliency", len(s.resiliencies))
 	add("ServiceRouter", len(s.routers))
 	add("Gateway", len(s.gateways))

@@ -298,6 +298,7 @@ var kinds = map[string]bool{
 	GroupKuma + "/Mesh":                         true,
 	GroupKuma + "/MeshRetry":                    true,
 	GroupKuma + "/MeshExternalService":          true,
+	GroupKuma + "/MeshHTTPRoute":                true,
 	GroupDapr + "/Resiliency":                   true,
 	GroupConsul + "/ServiceRouter":              true,
 	GroupGateway + "/Gateway":                   true, // waypoint.go: an ambient waypoint
@@ -513,7 +514,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			return false, err
 		}
 		s.policies[key] = p
-	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry", GroupKuma + "/MeshExternalService":
+	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry", GroupKuma + "/MeshExternalService", GroupKuma + "/MeshHTTPRoute":
 		if err := s.addKuma(key, h, decode); err != nil { // kuma.go
 			return false, err
 		}
@@ -588,7 +589,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		_, ok = s.istioInjectors[name]
 		delete(s.istioInjectors, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.serviceEntries), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.kumaExternal), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.serviceEntries), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.kumaExternal), mapOf(s.kumaRoutes), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
 			if m.remove(key) {
 				ok = true
 			}

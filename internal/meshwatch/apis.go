@@ -65,11 +65,19 @@ var Candidates = []Candidate{
 	{Group: mesh.GroupEnvoyGateway, Resource: "backendtrafficpolicies", Kind: "BackendTrafficPolicy", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupLinkerd, Resource: "serviceprofiles", Kind: "ServiceProfile", Versions: []string{"v1alpha2"}, Linkerd: true},
 	{Group: mesh.GroupLinkerdPol, Resource: "httproutes", Kind: "HTTPRoute", Versions: []string{"v1", "v1beta3", "v1beta2", "v1beta1"}, Linkerd: true},
-	// Kuma: the Mesh (whether its default MeshRetry mesh-retry-all-<mesh> is assumed) and the
-	// MeshRetry policies; Dapr's Resiliency; Consul's ServiceRouter (mesh/kuma.go, dapr.go,
+	// Kuma: the Mesh (whether its default MeshRetry mesh-retry-all-<mesh> is assumed), the
+	// MeshRetry policies, the MeshExternalServices and MeshHTTPRoutes; Dapr's Resiliency; Consul's ServiceRouter (mesh/kuma.go, dapr.go,
 	// consul.go). Each is read when its CRD is served, like the others.
 	{Group: mesh.GroupKuma, Resource: "meshes", Kind: "Mesh", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupKuma, Resource: "meshretries", Kind: "MeshRetry", Versions: []string{"v1alpha1"}},
+	// A MeshExternalService: which MeshRetry conf a call to its host (<name>.extsvc.mesh.local)
+	// takes, by its spec.match.protocol (mesh/kuma.go kumaExtEdge). Not read (before mesx20),
+	// the status counted both confs: 6 tries to a tcp one, where analyze and Kuma count 1.
+	{Group: mesh.GroupKuma, Resource: "meshexternalservices", Kind: "MeshExternalService", Versions: []string{"v1alpha1"}},
+	// A MeshHTTPRoute: the callees of its to[] items, the only ones a MeshRetry item naming the
+	// route covers (mesh/kuma.go kumaRouteCovers). Not in the Set, the item counts for every
+	// callee of the mesh (an upper bound, said in the layer's note).
+	{Group: mesh.GroupKuma, Resource: "meshhttproutes", Kind: "MeshHTTPRoute", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupDapr, Resource: "resiliencies", Kind: "Resiliency", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupConsul, Resource: "servicerouters", Kind: "ServiceRouter", Versions: []string{"v1alpha1"}},
 	// ingress-nginx's retries on the Services an Ingress routes to (mesh/ingressnginx.go). Every

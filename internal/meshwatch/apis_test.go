@@ -16,12 +16,12 @@ func TestParseSelection(t *testing.T) {
 		{in: " HTTPRoutes.gateway.networking.k8s.io , virtualservices.networking.istio.io", want: "httproutes.gateway.networking.k8s.io,virtualservices.networking.istio.io"},
 		{in: "virtualservice", err: `--mesh-apis "virtualservice": "virtualservice" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
 			"virtualservices.networking.istio.io, serviceentries.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
-			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
+			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, meshexternalservices.kuma.io, meshhttproutes.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
 		{in: "ingresses.networking.k8s.io", want: "ingresses.networking.k8s.io"},
 		// The IngressClasses are read beside the Ingresses, not named.
 		{in: "ingressclasses.networking.k8s.io", err: `--mesh-apis "ingressclasses.networking.k8s.io": "ingressclasses.networking.k8s.io" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
 			"virtualservices.networking.istio.io, serviceentries.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
-			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
+			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, meshexternalservices.kuma.io, meshhttproutes.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
 	} {
 		s, err := ParseSelection(tc.in)
 		if tc.err != "" {

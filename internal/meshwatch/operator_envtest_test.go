@@ -81,7 +81,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	const reads = "reads VirtualService networking.istio.io/v1, ServiceEntry networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
-		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
+		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, MeshExternalService kuma.io/v1alpha1, MeshHTTPRoute kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
 	// Istio's default on both hops (the namespaces were labelled all along): 3 x 3.
 	istioDefault := state{
 		Amplification: 9, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
@@ -90,7 +90,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 		g.Eventually(meshState(ctx, c, ns)).Should(Equal(istioDefault))
 	}
 	g.Eventually(meshRules).Should(Equal([]string{"networking.istio.io:virtualservices,serviceentries", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies",
-		"kuma.io:meshes,meshretries", "dapr.io:resiliencies", "consul.hashicorp.com:servicerouters", "networking.k8s.io:ingresses"}))
+		"kuma.io:meshes,meshretries,meshexternalservices,meshhttproutes", "dapr.io:resiliencies", "consul.hashicorp.com:servicerouters", "networking.k8s.io:ingresses"}))
 
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
 	g.Expect(cfg.OwnerReferences).To(HaveLen(1))
@@ -224,7 +224,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 		g.Expect(c.Delete(ctx, crd)).To(Succeed())
 	}
 	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
-		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
+		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, MeshExternalService kuma.io/v1alpha1, MeshHTTPRoute kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
 	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
 		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: withoutIstio,
 	}))

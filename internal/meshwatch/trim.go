@@ -57,10 +57,19 @@ var specTrees = map[string]keep{
 	mesh.GroupLinkerd + "/ServiceProfile": {},
 	mesh.GroupKuma + "/Mesh":              {"skipCreatingInitialPolicies": true},
 	mesh.GroupKuma + "/MeshRetry": {
-		"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true},
+		// The top-level targetRef's kind (Mesh or not: mesh/kuma.go sorts and counts a
+		// Dataplane one as maybe applying) and each to[] item's sectionName (one port of the
+		// callee: another port's calls are not its). Both were cut before mesx20: an item for the
+		// callee's grpc port counted on its http port in the status, not in analyze.
+		"targetRef": keep{"kind": true},
+		"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true, "sectionName": true},
 			// perTryTimeout and backOff: the time model's (mesh/kuma.go kumaTime).
 			"default": keep{"http": kumaConfTree, "grpc": kumaConfTree}}},
 	},
+	// A MeshExternalService (mesh/kuma.go kumaExtEdge): the port and protocol of its listener.
+	mesh.GroupKuma + "/MeshExternalService": {"match": keep{"port": true, "protocol": true}},
+	// A MeshHTTPRoute (mesh/kuma.go kumaRouteCovers): the callees of its to[] items.
+	mesh.GroupKuma + "/MeshHTTPRoute": {"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true, "sectionName": true}}}},
 	mesh.GroupDapr + "/Resiliency": {
 		"policies": keep{"retries": true}, "targets": keep{"apps": true},
 	},
@@ -93,9 +102,10 @@ var specTrees = map[string]keep{
 }
 
 // labelled are the kinds whose labels internal/mesh reads: a Namespace's (mesh membership),
-// a MeshRetry's kuma.io/mesh (which mesh it belongs to), and the routes' and Gateways' that an
+// a MeshRetry's and a MeshExternalService's kuma.io/mesh (which mesh it belongs to; the latter's
+// kuma.io/display-name too, its host's name), and the routes' and Gateways' that an
 // Envoy Gateway BackendTrafficPolicy's targetSelectors may match, any label (mesh/targetselectors.go).
-var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true,
+var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true, mesh.GroupKuma + "/MeshExternalService": true, mesh.GroupKuma + "/MeshHTTPRoute": true,
 	mesh.GroupGateway + "/HTTPRoute": true, mesh.GroupGateway + "/GRPCRoute": true, mesh.GroupGateway + "/Gateway": true}
 
 // someLabels are the kinds of which internal/mesh reads a few labels only: a Service's ambient
@@ -375,7 +385,7 @@ type Affected struct {
 //     in other namespaces): all;
 //   - a Gateway-parented route: its namespace and its backends';
 //   - a Dapr Resiliency: its namespace (it applies to callers of its own namespace only);
-//   - a Kuma Mesh or MeshRetry, a Consul ServiceRouter: all (callers in any namespace);
+//   - a Kuma Mesh, MeshRetry, MeshExternalService or MeshHTTPRoute, a Consul ServiceRouter: all (callers in any namespace);
 //   - an Ingress: its namespace (its backends are Services of its namespace, entrypoints of
 //     that namespace's RetryPolicies; a ClusterRetryPolicy selecting it is consulted by namespace
 //     too); an IngressClass: all (it decides the controller of Ingresses in any namespace).

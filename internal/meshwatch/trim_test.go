@@ -215,23 +215,64 @@ spec:
 `,
 		},
 		{
-			name: "MeshRetry keeps its mesh label and the to[] fields read (its per-try timeout: the time model)",
+			// The top-level targetRef's kind and a to[] item's sectionName: cut before mesx20, so
+			// the status counted a Dataplane policy as a Mesh one and an item for one port on every port.
+			name: "MeshRetry keeps its mesh label, its targetRef's kind and the to[] fields read (its per-try timeout: the time model)",
 			in: `apiVersion: kuma.io/v1alpha1
 kind: MeshRetry
 metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default, team: x}}
 spec:
-  targetRef: {kind: Mesh}
+  targetRef: {kind: Dataplane, labels: {app: web}}
   to:
-  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}}
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}, sectionName: grpc}
     default: {http: {numRetries: 2, perTryTimeout: 1s}, tcp: {maxConnectAttempt: 5}}
 `,
 			want: `apiVersion: kuma.io/v1alpha1
 kind: MeshRetry
 metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default, team: x}}
 spec:
+  targetRef: {kind: Dataplane}
   to:
-  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}}
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}, sectionName: grpc}
     default: {http: {numRetries: 2, perTryTimeout: 1s}}
+`,
+		},
+		{
+			name: "MeshExternalService keeps its labels (mesh, display name) and its listener's port and protocol",
+			in: `apiVersion: kuma.io/v1alpha1
+kind: MeshExternalService
+metadata: {name: httpbin, namespace: kuma-system, labels: {kuma.io/mesh: default, kuma.io/display-name: httpbin}}
+spec:
+  match: {type: HostnameGenerator, port: 80, protocol: http}
+  endpoints: [{address: httpbin.org, port: 80}]
+  tls: {enabled: true}
+status: {addresses: [{hostname: httpbin.extsvc.mesh.local}]}
+`,
+			want: `apiVersion: kuma.io/v1alpha1
+kind: MeshExternalService
+metadata: {name: httpbin, namespace: kuma-system, labels: {kuma.io/mesh: default, kuma.io/display-name: httpbin}}
+spec:
+  match: {port: 80, protocol: http}
+`,
+		},
+		{
+			name: "MeshHTTPRoute keeps its to[] items' targetRefs (its callees), no rules",
+			in: `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default}}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}, sectionName: http}
+    hostnames: [orders.example]
+    rules: [{matches: [{path: {type: PathPrefix, value: /v2}}], default: {backendRefs: [{kind: MeshService, name: orders-v2}]}}]
+`,
+			want: `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default}}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}, sectionName: http}
 `,
 		},
 		{

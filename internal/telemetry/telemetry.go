@@ -328,6 +328,11 @@ func istioQuery(metric string, window time.Duration, replicaLabels []string) str
 	return fmt.Sprintf("sum by (%s) %s or sum by (%s) %s", by, Calls(metric, window), by, Calls(IstioRecordedPrefix+metric, window))
 }
 
+// ProcessStartMetric is the gauge of a process's start, in seconds since the epoch, that the
+// Prometheus client libraries' process collectors export on every target they serve (Calls: a
+// target whose process started inside the window).
+const ProcessStartMetric = "process_start_time_seconds"
+
 // BornLookback is how long before the window a series must have no sample to be taken for one
 // born inside it (Calls): Prometheus' default lookback (--query.lookback-delta 5m), beyond which
 // a scrape interval leaves every instant query empty; the window itself when longer.
@@ -353,24 +358,36 @@ const BornLookback = 5 * time.Minute
 //     window: a recording rule's series, workload:istio_requests_total keeps job and drops
 //     instance; one federated with honor_labels: true keeps the other Prometheus' job and
 //     instance) while the same selector had series at the window's start: the rule or the
-//     federation was running then, and its output did not hold the label set.
+//     federation was running then, and its output did not hold the label set;
+//   - or its target's process started inside the window (the smallest
+//     process_start_time_seconds its scrapes gave in the window, the client libraries' standard
+//     gauge: Go's and Python's process collectors, the Linkerd proxy, retrycap's proxy): the
+//     process holding the counter did not run before the window, whatever the job's age. A
+//     brand-new job's first pod (a new scrape job or PodMonitor, with a new workload) is
+//     counted so; a scrape job added for an old pod is not (its process started before). The
+//     smallest value: a target whose endpoint merges several processes' metrics (Istio's agent
+//     merges Envoy's and the app's) counts whole only when the oldest of them is new.
 //
 // Any other series is increase()'s, as before: one that existed before the window (a counter
 // reset inside it, a restarted sidecar with the same labels, is corrected by increase() and
 // never added again), and one of which nothing says that its counter did not count before the
 // window (a Prometheus, a scrape job or a federation younger than the window, a target down
-// then): taking its whole value would count those calls. A series born and reset inside the
+// then, whose process is older than the window or exports no start time): taking its whole
+// value would count those calls. A series born and reset inside the
 // window (a new pod's sidecar restarted) is increase()'s too: its last value is after the
 // reset and would lose every call before it; increase() counts them and loses at most the
 // calls before the first scrape (its extrapolation toward the window's start stops where the
 // counter would have been zero). Counting those exactly needs the first sample or the sum of
 // the values before each reset, which PromQL has only by a subquery at a step under the scrape
-// interval: a step no query here knows, at a cost of window/step evaluations of every series.
+// interval: a step no query here knows, at a cost of window/step evaluations of every series;
+// or first_over_time and increase's anchored modifier, which older Prometheus servers do not
+// parse (docs/telemetry.md).
 func Calls(sel string, window time.Duration) string {
 	w := model.Duration(window).String()
 	prior := model.Duration(max(window, BornLookback)).String()
 	born := fmt.Sprintf("(last_over_time(%s[%s]) unless last_over_time(%s[%s] offset %s) unless resets(%s[%s]) > 0)", sel, w, sel, prior, w, sel, w)
-	targets := fmt.Sprintf("((up offset %s == 1) or ((last_over_time(up[%s]) unless last_over_time(up[%s] offset %s)) and on (job) group by (job) (up offset %s == 1)))", w, w, prior, w, w)
+	targets := fmt.Sprintf("((up offset %s == 1) or ((last_over_time(up[%s]) unless last_over_time(up[%s] offset %s)) and on (job) group by (job) (up offset %s == 1)) or (min by (job, instance) (min_over_time(%s[%s])) >= time() - %s))",
+		w, w, prior, w, w, ProcessStartMetric, w, strconv.FormatFloat(window.Seconds(), 'f', -1, 64))
 	untargeted := fmt.Sprintf("((%s unless on (job, instance) last_over_time(up[%s])) and on () group(%s offset %s))", born, w, sel, w)
 	return fmt.Sprintf("((%s and on (job, instance) %s) or %s or increase(%s[%s]))", born, targets, untargeted, sel, w)
 }

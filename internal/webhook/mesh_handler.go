@@ -58,7 +58,7 @@ const meshConfigResync = 30 * time.Second
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=linkerd.io,resources=serviceprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.linkerd.io,resources=httproutes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kuma.io,resources=meshes;meshretries,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kuma.io,resources=meshes;meshretries;meshexternalservices;meshhttproutes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=dapr.io,resources=resiliencies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=consul.hashicorp.com,resources=servicerouters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;ingressclasses,verbs=get;list;watch

@@ -16,7 +16,7 @@
 //   - Dapr (Resiliency): github.com/dapr/dapr at DaprVersion, charts/dapr/crds/resiliency.yaml,
 //     downloaded by internal/publicdatatest at that version and hash (requiring it in a go.mod
 //     would move the product's k8s.io versions);
-//   - Kuma (Mesh, MeshRetry) and Consul (ServiceRouter): no module the module proxy serves
+//   - Kuma (Mesh, MeshRetry, MeshExternalService, MeshHTTPRoute) and Consul (ServiceRouter): no module the module proxy serves
 //     carries them, so internal/mesh/crds/thirdparty holds minimal structural CRDs written by
 //     retrycap (its README), with the projects' names, scopes and versions and the fields
 //     internal/mesh reads: not the projects' files.
@@ -80,9 +80,10 @@ func EnvoyGatewayAPITypes() (string, error) {
 	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule, filepath.Join("api", "v1alpha1"))
 }
 
-// Kuma is the list of the Mesh and MeshRetry CRD files (hand-written, thirdparty/README.md).
+// Kuma is the list of the Mesh, MeshRetry, MeshExternalService and MeshHTTPRoute CRD files
+// (hand-written, thirdparty/README.md).
 func Kuma() ([]string, error) {
-	return thirdParty("kuma.io_meshes.yaml", "kuma.io_meshretries.yaml")
+	return thirdParty("kuma.io_meshes.yaml", "kuma.io_meshretries.yaml", "kuma.io_meshexternalservices.yaml", "kuma.io_meshhttproutes.yaml")
 }
 
 // Dapr's module: its version and zip hash (the schema's fields checked by schema_test.go).

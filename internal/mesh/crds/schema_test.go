@@ -51,9 +51,14 @@ func TestSchemaHasTheFieldsRead(t *testing.T) {
 		// API server prunes one: mesh/kuma.go reads both forms).
 		{kuma[0], "kuma.io", "Mesh", "v1alpha1", []string{"spec:"}}, // x-kubernetes-preserve-unknown-fields, no type
 		{kuma[1], "kuma.io", "MeshRetry", "v1alpha1", []string{"spec.to[].targetRef.kind:string", "spec.to[].targetRef.labels:object",
-			"spec.to[].targetRef.name:absent", "spec.to[].default.http.numRetries:integer", "spec.to[].default.grpc.numRetries:integer",
+			"spec.to[].targetRef.name:absent", "spec.to[].targetRef.sectionName:string", "spec.targetRef.kind:string", "spec.to[].default.http.numRetries:integer", "spec.to[].default.grpc.numRetries:integer",
 			"spec.to[].default.http.perTryTimeout:string", "spec.to[].default.http.backOff.baseInterval:string", "spec.to[].default.http.backOff.maxInterval:string",
 			"spec.to[].default.grpc.perTryTimeout:string", "spec.to[].default.grpc.backOff.baseInterval:string", "spec.to[].default.grpc.backOff.maxInterval:string"}},
+		// mesh/kuma.go kumaExtEdge: which conf a MeshExternalService's host takes.
+		{kuma[2], "kuma.io", "MeshExternalService", "v1alpha1", []string{"spec.match.port:integer", "spec.match.protocol:string"}},
+		// mesh/kuma.go kumaRouteCovers: the callees of a MeshHTTPRoute.
+		{kuma[3], "kuma.io", "MeshHTTPRoute", "v1alpha1", []string{"spec.to[].targetRef.kind:string", "spec.to[].targetRef.labels:object",
+			"spec.to[].targetRef.sectionName:string", "spec.to[].targetRef.name:absent"}},
 		{dapr, "dapr.io", "Resiliency", "v1alpha1", []string{"scopes:array", "spec.policies.retries:object", "spec.targets.apps:object"}},
 		{consul, "consul.hashicorp.com", "ServiceRouter", "v1alpha1", []string{"spec.routes[].destination.numRetries:integer",
 			"spec.routes[].destination.retryOn:array", "spec.routes[].destination.retryOnConnectFailure:boolean", "spec.routes[].destination.retryOnStatusCodes:array"}},

@@ -223,7 +223,7 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 		return s, nil
 	}
 	const reads = "reads VirtualService networking.istio.io/v1, ServiceEntry networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, " +
-		"BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
+		"BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, MeshExternalService kuma.io/v1alpha1, MeshHTTPRoute kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
 	g.Eventually(get).Should(Equal(status{Amplification: before.Amplification, Path: strings.Join(before.WorstPath, ">"), Mesh: reads}))
 
 	// The gate refuses audit's call to S3 with analyze's number for the whole input after it.
