@@ -267,6 +267,17 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		CallerBound: x.cut && x.callerDl,
 	}
 	x.respScanned = false
+	if err != nil && x.cut && x.dl.Gone(now) && classify(err) == policy.CondReset && !BadAnswer(err) {
+		// The upstream closed or reset the connection, no answer begun,
+		// once the deadline it was forwarded had passed (less than a
+		// millisecond left): a server honouring Retrycap-Deadline ends
+		// the call then, racing the proxy's own timer. The answer must not
+		// depend on which comes first: the proxy's cut either way (504
+		// deadline, not retried, and with CallerBound not a breaker
+		// failure), as the h2 relay takes grpc-go's CANCEL then
+		// (docs/decisions.md, h1left20).
+		err = fasthttp.ErrTimeout
+	}
 	var stale *StaleError
 	if err != nil && errors.As(err, &stale) {
 		// A written replayable request that a stale pooled connection lost
