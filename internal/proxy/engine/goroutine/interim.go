@@ -21,8 +21,10 @@ type interimSink struct {
 
 // relay writes the interim answer of status st whose head is head, if it
 // is passed on, within idle (a client that does not read holds the call
-// no longer). A failed write is left to the answer's, which meets it.
-// s may be nil (nothing is passed on).
+// no longer). A failed write may have left part of the 1xx on the
+// connection, after which no answer would parse: the connection is
+// closed (the answer's write then fails as for a client gone). s may be
+// nil (nothing is passed on).
 func (s *interimSink) relay(st int, head []byte, idle time.Duration) {
 	if s == nil {
 		return
@@ -32,7 +34,10 @@ func (s *interimSink) relay(st int, head []byte, idle time.Duration) {
 		return
 	}
 	_ = s.conn.SetWriteDeadline(time.Now().Add(idle))
-	_, _ = s.conn.Write(b)
+	if _, err := s.conn.Write(b); err != nil {
+		_ = s.conn.Close()
+		return
+	}
 	_ = s.conn.SetWriteDeadline(time.Time{})
 }
 
