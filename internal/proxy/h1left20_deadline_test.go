@@ -107,3 +107,33 @@ func TestBreakerUpstreamCutAtForwardedDeadlineHTTP1(t *testing.T) {
 		}
 	}
 }
+
+// A POST without a key is sent once whichever way its upstream cuts it: at
+// the forwarded deadline (504 deadline) or with time left (502, not
+// retryable), the breaker off so that only the retry rule decides.
+func TestUpstreamCutAtForwardedDeadlineKeylessPOSTOnce(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, tc := range []struct {
+			name     string
+			deadline string
+			extra    time.Duration
+			status   int
+			reason   string
+		}{
+			{"at the deadline", "50", 0, http.StatusGatewayTimeout, "deadline"},
+			{"with time left", "5000", -4900 * time.Millisecond, http.StatusBadGateway, ""},
+		} {
+			t.Run(engine+" "+tc.name, func(t *testing.T) {
+				b := newBackend(t, cutsAt(true, tc.extra))
+				p := startProxyOn(t, engine, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+				resp, body := doBody(t, clientFor(p), "POST", "http://svc/", map[string]string{"Retrycap-Deadline": tc.deadline})
+				if resp.StatusCode != tc.status || resp.Header.Get("Retrycap-Exhausted") != tc.reason || !strings.Contains(body, "1 attempt(s)") {
+					t.Fatalf("%d %q %q, want %d %q after 1 attempt", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, tc.status, tc.reason)
+				}
+				if n := waitHits(b, 1); n != 1 {
+					t.Fatalf("upstream saw %d POSTs, want 1", n)
+				}
+			})
+		}
+	}
+}
