@@ -293,3 +293,34 @@ func TestInterimAnswersDroppedByDefault(t *testing.T) {
 		})
 	}
 }
+
+// A chunked request body the loop hands to the goroutine engine (it
+// streams bodies of unknown length there): the 103 is passed on too.
+func TestInterimAnswersHandedOff(t *testing.T) {
+	b := newBackend(t, earlyHints)
+	p := startProxyOn(t, "loop", "--pass-interim-answers", "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	var mu sync.Mutex
+	var seen []int
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, code)
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), "POST", "http://svc/", io.MultiReader(strings.NewReader(strings.Repeat("a", 100000))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1 // chunked
+	resp, err := clientFor(p).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil || resp.StatusCode != 200 || string(body) != "ok" || len(seen) != 1 || seen[0] != 103 || b.hits.Load() != 1 {
+		t.Fatalf("%d %q %v, 1xx %v, %d requests upstream; want 200 ok, one 103, 1 request", resp.StatusCode, body, err, seen, b.hits.Load())
+	}
+}
