@@ -324,3 +324,26 @@ func TestInterimAnswersHandedOff(t *testing.T) {
 		t.Fatalf("%d %q %v, 1xx %v, %d requests upstream; want 200 ok, one 103, 1 request", resp.StatusCode, body, err, seen, b.hits.Load())
 	}
 }
+
+// At most forward.MaxInterimRelayed (64 KiB) of 1xx heads per call: three
+// 103s of 30 KiB each, then 200: the first two are passed on, the third
+// dropped (it would take the call past 64 KiB), the answer whole.
+func TestInterimAnswersBounded(t *testing.T) {
+	hint := "HTTP/1.1 103 Early Hints\r\nLink: </" + strings.Repeat("a", 30<<10) + ">; rel=preload\r\n\r\n"
+	upstream := hint + hint + hint + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			ln, reqs := interimScript(t, upstream)
+			p := startProxyOn(t, engine, "--pass-interim-answers", "--upstreams", "svc=3", "--resolve", "svc="+ln.Addr().String())
+			resp, body, seen := traced(t, clientFor(p), "http://svc/")
+			if resp.StatusCode != 200 || body != "ok" || len(seen) != 2 || reqs.Load() != 1 {
+				t.Fatalf("%d %q, %d 1xx, %d requests upstream; want 200 ok, 2 1xx, 1 request", resp.StatusCode, body, len(seen), reqs.Load())
+			}
+			for _, s := range seen {
+				if s.code != 103 || len(s.link) != 30<<10+len("</>; rel=preload") {
+					t.Fatalf("1xx %d with a Link of %d bytes, want 103 with %d", s.code, len(s.link), 30<<10+len("</>; rel=preload"))
+				}
+			}
+		})
+	}
+}
