@@ -347,3 +347,37 @@ func TestInterimAnswersBounded(t *testing.T) {
 		})
 	}
 }
+
+// An upstream that sends a 103 and then nothing: the per-try timeout
+// (200ms) still ends the attempt, and it is not retried (its 103 went
+// out): 504 after 1 attempt, well within the 3 attempts' 600ms.
+func TestInterimAnswerThenSilence(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			var reqs atomic.Int64
+			ln, _ := proxytest.RawBackend(t, func(c *net.TCPConn) {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+				br := bufio.NewReader(c)
+				r, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				reqs.Add(1)
+				_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+				_, _ = io.Copy(io.Discard, br) // silent until the proxy (or the test's end) closes it
+			})
+			p := startProxyOn(t, engine, "--pass-interim-answers", "--per-try-timeout", "200ms", "--upstreams", "svc=3", "--resolve", "svc="+ln.Addr().String())
+			start := time.Now()
+			resp, body, seen := traced(t, clientFor(p), "http://svc/")
+			took := time.Since(start)
+			if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "1 attempt(s), last failed with timeout") || len(seen) != 1 || seen[0].code != 103 {
+				t.Fatalf("%d %q, 1xx %v; want 504 after 1 attempt and one 103", resp.StatusCode, body, seen)
+			}
+			if n := reqs.Load(); n != 1 || took >= 600*time.Millisecond {
+				t.Fatalf("upstream saw %d attempts, answered in %v; want 1, under 600ms", n, took)
+			}
+		})
+	}
+}
