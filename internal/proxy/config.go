@@ -278,4 +278,5 @@ func (c *Config) Describe(w io.Writer) {
 	fmt.Fprintf(w, "loop-spin %s\n", c.LoopSpin)
 	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 	fmt.Fprintf(w, "max-buffered-body-bytes %d\n", c.MaxBufferedBodyBytes)
+	fmt.Fprintf(w, "pass-interim-answers %t\n", c.PassInterimAnswers)
 }

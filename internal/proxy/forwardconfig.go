@@ -36,6 +36,7 @@ func forwardConfig(c *Config) *forward.Config {
 		ClientTimeout:       c.ClientTimeout,
 		UpstreamIdleTimeout: c.UpstreamIdleTimeout,
 		LoopSpin:            c.LoopSpin,
+		PassInterim:         c.PassInterimAnswers,
 
 		MaxBufferedBodyBytes: int64(c.MaxBufferedBodyBytes),
 		BodyIdle:             c.bodyIdle,

@@ -102,6 +102,9 @@ type Args struct {
 	// MaxBufferedBodyBytes bounds the request body bytes the HTTP/1.1 engines hold at once,
 	// proxy-wide.
 	MaxBufferedBodyBytes int
+	// PassInterimAnswers passes an HTTP/1.1 upstream's interim answers (1xx but 100 and
+	// 101: 103 Early Hints) on to HTTP/1.1 clients; off, they are dropped.
+	PassInterimAnswers bool
 }
 
 // Defaults are the flag defaults; the retry ones are the RetryPolicy defaults
@@ -188,6 +191,7 @@ var flags = []flag{
 	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one only if no byte of it was written or it is replayable (a keyless POST that was written gets 502)", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
 	{"loop-spin", "how long an event loop whose recent waits were all shorter than this polls for events before it sleeps, yielding its CPU to any other runnable thread between polls (0: never, the default; at most 1ms; 50us is what was measured); a loop that waits longer never spins", false, func(a *Args) any { return &a.LoopSpin }},
+	{"pass-interim-answers", "pass an HTTP/1.1 upstream's interim answers (1xx but 100 and 101: 103 Early Hints, 102 Processing) on to HTTP/1.1 clients, up to 64 KiB of them per call, as HAProxy does; an attempt whose 1xx went out is then not retried. Off (the default) they are dropped: Python's http.client, and so requests and urllib3, take a 103 for the final answer", false, func(a *Args) any { return &a.PassInterimAnswers }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
 	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},
 }

@@ -47,7 +47,7 @@ func TestRoundTrip(t *testing.T) {
 				RetryOn: "5xx,timeout", RetryMethods: []string{"POST"}, BudgetPercent: 100, BudgetMinPerSecond: 0,
 				BudgetWindow: time.Hour, BreakerFailures: 0, BreakerWindow: time.Minute + time.Second,
 				BreakerOpenFor: 25 * time.Hour, MaxReplayBytes: 0, KeyTTL: 3 * time.Millisecond,
-				Resolve: "a=127.0.0.1:1,b.c=[::1]:2", DrainTimeout: time.Microsecond, Engine: "goroutine", Check: true,
+				Resolve: "a=127.0.0.1:1,b.c=[::1]:2", DrainTimeout: time.Microsecond, Engine: "goroutine", Check: true, PassInterimAnswers: true,
 			}
 		},
 		// Values pflag or the proxy would refuse later are still carried exactly.

@@ -43,6 +43,9 @@ type Config struct {
 	// LoopSpin is --loop-spin: how long a busy event loop polls before it
 	// sleeps (0: never).
 	LoopSpin time.Duration
+	// PassInterim is --pass-interim-answers: an upstream's 1xx (but 100
+	// and 101) go on to HTTP/1.1 clients (Exchange.Interim).
+	PassInterim bool
 	// MaxBufferedBodyBytes is --max-buffered-body-bytes (0: its default): the
 	// BodyBudget's size.
 	MaxBufferedBodyBytes int64

@@ -92,6 +92,11 @@ type Exchange struct {
 	// target is the address the attempts go to (SetTarget), for the
 	// answer that names it.
 	target string
+	// interimSent: an interim (1xx) answer of the attempt under way went
+	// to the client (Interim): the attempt is not retried. interimBytes
+	// counts the bytes of those passed on (MaxInterimRelayed).
+	interimSent  bool
+	interimBytes int
 }
 
 // Begin reads the request's headers (chain budget, hop-by-hop headers,
@@ -267,6 +272,17 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		CallerBound: x.cut && x.callerDl,
 	}
 	x.respScanned = false
+	if err != nil && x.cut && x.dl.Gone(now) && classify(err) == policy.CondReset && !BadAnswer(err) {
+		// The upstream closed or reset the connection, no answer begun,
+		// once the deadline it was forwarded had passed (less than a
+		// millisecond left): a server honouring Retrycap-Deadline ends
+		// the call then, racing the proxy's own timer. The answer must not
+		// depend on which comes first: the proxy's cut either way (504
+		// deadline, not retried, and with CallerBound not a breaker
+		// failure), as the h2 relay takes grpc-go's CANCEL then
+		// (docs/decisions.md, h1left20).
+		err = fasthttp.ErrTimeout
+	}
 	var stale *StaleError
 	if err != nil && errors.As(err, &stale) {
 		// A written replayable request that a stale pooled connection lost
@@ -274,6 +290,13 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		// replayable: for a host no --upstreams entry names (one attempt)
 		// it is then answered as out of attempts, not as not retryable.
 		o.Stale, o.Retryable = true, x.replayable
+	}
+	if x.interimSent {
+		// A 1xx of this attempt reached the client: its answer has begun,
+		// and another attempt's would follow it (Envoy's router retries
+		// no more after passing a 1xx on). Its failure is answered, not
+		// retried (Interim).
+		o.Retryable = false
 	}
 	if err != nil {
 		o.Cond = classify(err)

@@ -98,6 +98,8 @@ type Scratch struct {
 	trailers []byte
 	used     []bool
 	order    []int
+	// interim is the interim answer being passed on (Exchange.Interim).
+	interim []byte
 }
 
 // New builds the core from a validated Config. logger may be nil.

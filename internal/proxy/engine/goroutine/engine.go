@@ -597,6 +597,10 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		e.transport.setCut(&ctx.Request, cut)
 		defer e.endCut(ctx, cut)
 	}
+	if interimOK(ctx.Conn()) {
+		e.transport.setInterim(&ctx.Request, &interimSink{x: &x, conn: ctx.Conn()})
+		defer e.transport.setInterim(&ctx.Request, nil)
+	}
 	for x.NextAttempt() {
 		// The per-try timeout covers the status line and the headers (time
 		// to first byte), all the retry decision needs; the body chosen for

@@ -65,6 +65,10 @@ type headConn struct {
 	left int64
 	// heads passed on to fasthttp; served, requests the handler got.
 	heads, served int
+	// quiet: nothing after the request being served had been read when
+	// its handler began, so fasthttp flushes its answer; interimOK: so it
+	// was for the request before (servedRequest, interimOK).
+	quiet, interimOK bool
 	// refusal is the answer to a refused head, written at the next read;
 	// held, the bytes from that head on (passed on after all if the
 	// refusal does not stand).
@@ -500,7 +504,23 @@ func (c *headConn) NetConn() net.Conn { return c.Conn }
 func servedRequest(c net.Conn) {
 	if hc, ok := c.(*headConn); ok {
 		hc.served++
+		// fasthttp flushes an answer only when nothing more was read
+		// (pipelined), or when the handler set a write deadline (the
+		// Handler does when nextWaits): whether the last one went out is
+		// known when its handler begins (fasthttp reads nothing while a
+		// handler runs).
+		hc.interimOK = hc.served == 1 || hc.quiet
+		nothingMore := hc.heads == hc.served && (hc.st == stHead || hc.st == stAwait) && len(hc.part) == 0 && len(hc.held) == 0
+		hc.quiet = !hc.off && (nothingMore || nextWaits(hc))
 	}
+}
+
+// interimOK reports whether an interim answer of the request being served
+// on c may be written to c now, ahead of fasthttp's writer: every earlier
+// answer on it went out (servedRequest). False for any other connection.
+func interimOK(c net.Conn) bool {
+	hc, ok := c.(*headConn)
+	return ok && hc.interimOK
 }
 
 // nextWaits reports whether fasthttp has read into a request after the one

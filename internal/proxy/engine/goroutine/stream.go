@@ -60,6 +60,8 @@ type streamTransport struct {
 	// cuts the upstream connection of its attempt.
 	cutMu sync.Mutex
 	cuts  map[*fasthttp.Request]*clientCut
+	// interims are the calls' interim-answer sinks by request (interim.go).
+	interims map[*fasthttp.Request]*interimSink
 
 	// bodies are the answers passed on whose bodies stream (their
 	// StreamEnd set), with their client's connection, so that a drain
@@ -230,13 +232,13 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 			return nil, nil, err
 		}
 		werr := err
-		if rd, br, err = t.readHead(hc, cc, conn, resp); err != nil {
+		if rd, br, err = t.readHead(hc, cc, conn, resp, t.interimOf(req)); err != nil {
 			return nil, nil, werr
 		}
 		resp.SetConnectionClose()
 		return rd, br, nil
 	}
-	return t.readHead(hc, cc, conn, resp)
+	return t.readHead(hc, cc, conn, resp, t.interimOf(req))
 }
 
 // duplexMin: a request whose body is larger is written while its answer
@@ -266,7 +268,7 @@ func (t *streamTransport) exchangeDuplex(hc *fasthttp.HostClient, cc any, conn n
 		wrote <- err
 	}()
 	// On an error readHead closes the connection, which ends the write.
-	rd, br, err = t.readHead(hc, cc, conn, resp)
+	rd, br, err = t.readHead(hc, cc, conn, resp, t.interimOf(req))
 	var werr error
 	select {
 	case werr = <-wrote:
@@ -298,7 +300,10 @@ var errEarlyAnswer = errors.New("answered before the whole request was sent")
 // readHead reads the answer's status line and headers on conn (skipping
 // interim 1xx answers) into resp: rd reads the answer, br is the pooled
 // reader under it (see exchange). On an error the connection is closed.
-func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Conn, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
+//
+// An interim answer relay takes (nil: none) is passed on to the client
+// (interimSink) as it is read.
+func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Conn, resp *fasthttp.Response, relay *interimSink) (rd, br *bufio.Reader, err error) {
 	br = hc.AcquireReader(conn)
 	rd = br
 	t.answer.CopyTo(&resp.Header)
@@ -307,8 +312,12 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	var both bool // the final head's forward.BothFramings
 	for n := 0; ; n++ {
 		var whole bool
+		// raw is the head read, whole in rd's buffer (checkAnswerHead),
+		// which the parser's read of it does not move.
+		var raw []byte
 		if whole, err = checkAnswerHead(rd); err == nil {
-			both = forward.BothFramings(peekHead(rd))
+			raw = peekHead(rd)
+			both = forward.BothFramings(raw)
 			err = readAnswerHeader(rd, resp)
 		}
 		if err != nil && rd == br && isSmallBuffer(err) {
@@ -320,7 +329,8 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
 			if whole, err = checkAnswerHead(rd); err == nil {
-				both = forward.BothFramings(peekHead(rd))
+				raw = peekHead(rd)
+				both = forward.BothFramings(raw)
 				if err = readAnswerHeader(rd, resp); isSmallBuffer(err) {
 					err = forward.ErrAnswerHeadTooLarge
 				}
@@ -350,6 +360,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		if !skip {
 			break
 		}
+		relay.relay(resp.StatusCode(), raw, t.idle)
 	}
 	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		hc.ReleaseReader(br)

@@ -458,8 +458,31 @@ func (c *cliConn) answer() {
 	c.write(l.wbuf.b)
 }
 
+// interim sends an interim (1xx) answer of the call in flight, before its
+// answer: what the socket does not take waits in c.out, ahead of the
+// answer (write). A failed write is not acted on here (the upstream's
+// answer is being parsed): the answer's write meets it and closes.
+func (c *cliConn) interim(b []byte) {
+	if c.closed {
+		return
+	}
+	if c.writing() {
+		c.out = append(c.out, b...)
+		return
+	}
+	rest, err := netpoll.WriteSome(c.fd, b)
+	if err == nil && len(rest) > 0 {
+		c.out = append(c.out, rest...)
+	}
+}
+
 // write sends b, keeping what the socket does not take for EPOLLOUT.
 func (c *cliConn) write(b []byte) {
+	if c.writing() {
+		// An interim answer is still going out: b follows it.
+		c.out = append(c.out, b...)
+		return
+	}
 	rest, err := netpoll.WriteSome(c.fd, b)
 	if err != nil {
 		c.close()
@@ -485,6 +508,10 @@ func (c *cliConn) flush() {
 // written: the answer is out; close, or serve what came next.
 func (c *cliConn) written() {
 	c.lastActive = c.l.now()
+	if c.call != nil {
+		// Only an interim answer of the call in flight went out.
+		return
+	}
 	if c.closeAfter {
 		if c.refusing {
 			c.linger()

@@ -62,6 +62,11 @@ func (uc *upConn) stream(body []byte, n int) {
 	}
 	bodyCopy := append([]byte(nil), body...)
 	rest := append([]byte(nil), c.in...)
+	// An interim answer the client's socket did not take yet goes first.
+	var pending []byte
+	if c.writing() {
+		pending = append(pending, c.out...)
+	}
 	end := cl.x.StreamEnd()
 	uc.cl, cl.uc = nil, nil
 	cl.x.End()
@@ -89,7 +94,7 @@ func (uc *upConn) stream(body []byte, n int) {
 	l.f.M.Handoffs.WithLabelValues(HandoffStreamedResponse.String()).Inc()
 	l.e.streams.Add(1)
 	l.e.track(client, upc)
-	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient, end)
+	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, pending, closeClient, end)
 }
 
 // streamAnswer writes r to the client with its body read from the
@@ -98,7 +103,9 @@ func (uc *upConn) stream(body []byte, n int) {
 // forward.BodyIdleTimeout. A body cut short closes the client's connection, so that
 // it never looks complete, and end (the attempt's access-log line, the cut metric) says who
 // cut it. Afterwards the client's connection is served by the goroutine engine.
-func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool, end *forward.StreamEnd) {
+// pending is what the client's socket had not taken yet of the call's
+// interim answers: written before r's head.
+func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest, pending []byte, closeClient bool, end *forward.StreamEnd) {
 	defer e.streams.Done()
 	defer e.untrack(client, upc)
 	defer upc.Close()
@@ -145,7 +152,7 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	// Each write to the client must make progress within idle too: a
 	// client that stopped reading held the upstream connection for as
 	// long as it kept its own open.
-	sw := &headSwap{w: idleWriter{c: client, idle: idle}, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
+	sw := &headSwap{w: idleWriter{c: client, idle: idle}, head: func() []byte { return appendAnswerHead(pending, &r.Header) }}
 	bw := bufio.NewWriterSize(sw, 16<<10)
 	err := r.Write(bw)
 	if err == nil {

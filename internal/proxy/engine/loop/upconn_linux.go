@@ -205,11 +205,19 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(err)
 			return true
 		}
+		if skip {
+			if b := cl.x.Interim(resp.StatusCode(), data[:end]); b != nil {
+				// Passed on to the client now: the connection has no
+				// earlier answer pending (a call starts only once the
+				// previous answer is out).
+				cl.c.interim(b)
+			}
+		}
 		data = data[end:]
 		if !skip {
 			break
 		}
-		// An interim 1xx answer: skip it.
+		// An interim 1xx answer: passed on or skipped.
 		uc.interim++
 	}
 	st := resp.StatusCode()
