@@ -133,7 +133,7 @@ func Defaults() Args {
 		HTTPRequestTimeout: 10 * time.Second,
 		// Longer than the clients' own pools keep a connection (Go's http.Transport: 90s),
 		// so that the app, not the proxy, closes an idle one first.
-		KeepAliveTimeout: 90 * time.Second,
+		KeepAliveTimeout: 95 * time.Second,
 		ClientTimeout:    60 * time.Second,
 		// Shorter than the common upstream keep-alive timeouts (Node.js 5s, Apache 5s).
 		UpstreamIdleTimeout: 4 * time.Second,
