@@ -458,7 +458,15 @@ func (d *discoverer) envEdges(res *Result) {
 				continue
 			}
 			sibling := siblingPort(pe.Env, ev)
-			for _, r := range ParseServiceRefs(ev.Value) {
+			value := ev.Value
+			if sibling > 0 && value != "" && !strings.ContainsAny(value, ":/,; \t\r\n") {
+				// A host variable's bare name beside its port (the OpenTelemetry demo's
+				// FLAGD_HOST=flagd with FLAGD_PORT=8013, its proxy's FRONTEND_HOST=frontend with
+				// FRONTEND_PORT=8080) is host:port split in two: read as such. Before, the bare
+				// name was a word and the call was lost.
+				value += ":" + strconv.Itoa(int(sibling))
+			}
+			for _, r := range ParseServiceRefs(value) {
 				if r.Port == 0 && r.Scheme == "" {
 					r.Port = sibling
 				}

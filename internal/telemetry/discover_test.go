@@ -178,6 +178,62 @@ workloads:
 	}
 }
 
+// TestDiscoverSiblingPortBareHost: a host variable holding a bare name beside its port (the
+// OpenTelemetry demo's FLAGD_HOST=flagd with FLAGD_PORT=8013) names the Service as host:port
+// would: proposed when HTTP, listed apart on a database's port, counted in the warning when the
+// namespace's Services hold no such name, never read without the sibling (a word) nor from
+// another container's sibling, nor when it is an IP or localhost. Before, every bare name was a
+// word: flagd was called by no one.
+func TestDiscoverSiblingPortBareHost(t *testing.T) {
+	in := Input{
+		Workloads: []workload.Workload{wl("Deployment", "shop", "web", map[string]string{"app": "web"}, nil)},
+		Services: []ServiceDef{{Namespace: "shop", Name: "flagd", Selector: map[string]string{"app": "flagd"}},
+			{Namespace: "shop", Name: "mysqldb", Selector: map[string]string{"app": "mysql"}},
+			{Namespace: "shop", Name: "cart", Selector: map[string]string{"app": "cart"}}},
+		Pods: []PodEnv{{Kind: "Deployment", Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			Env: []EnvVar{{Container: "app", Name: "FLAGD_HOST", Value: "flagd"}, {Container: "app", Name: "FLAGD_PORT", Value: "8013"},
+				{Container: "app", Name: "DB_HOST", Value: "mysqldb"}, {Container: "app", Name: "DB_PORT", Value: "3306"},
+				{Container: "app", Name: "FLAGD_UI_HOST", Value: "flagd-ui"}, {Container: "app", Name: "FLAGD_UI_PORT", Value: "4000"},
+				{Container: "app", Name: "PHX_HOST", Value: "localhost"}, {Container: "app", Name: "PHX_PORT", Value: "4000"},
+				{Container: "app", Name: "WEB_HOST", Value: "0.0.0.0"}, {Container: "app", Name: "WEB_PORT", Value: "8080"},
+				// No sibling port: a word, as before.
+				{Container: "app", Name: "MODE_HOST", Value: "cart"},
+				// Another container's port is not this one's.
+				{Container: "side", Name: "CART_ADDR", Value: "cart"}, {Container: "app", Name: "CART_PORT", Value: "8080"}}}},
+	}
+	res := Discover(in)
+	var b bytes.Buffer
+	if err := RenderYAML(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	const want = `nonHTTP:
+- from: shop/web
+  source: env DB_HOST (container app)
+  to: shop/mysqldb
+  why: 'port 3306 (MySQL): no HTTP retry applies'
+sources:
+- env
+warnings:
+- 'env: 1 value(s) of the form host:port or URL name no Service of the input in a
+  namespace whose Services it holds: not edges (e.g. Deployment shop/web env FLAGD_UI_HOST="flagd-ui")'
+workloads:
+- annotation: flagd
+  differences: []
+  discovered:
+  - sources:
+    - env FLAGD_HOST (container app)
+    upstream: flagd
+  kind: Deployment
+  name: web
+  namespace: shop
+  upstreams:
+  - flagd
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
 // TestDiscoverSiblingPort: a host variable whose port is in a sibling variable (Train-Ticket's
 // MYSQL_DB_HOST beside MYSQL_DB_PORT=3306) is a database call, listed apart and never
 // proposed as an HTTP upstream; an HTTP port in the sibling keeps it an upstream. Before, the
