@@ -411,6 +411,28 @@ type noWorkloadEdges struct {
 // the like), the others name the proxy; none is a call the app makes.
 var proxyEnv = map[string]bool{"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true}
 
+// telemetryExportVar reports whether an env variable configures a telemetry exporter: the
+// OpenTelemetry SDKs' OTEL_EXPORTER_* (OTLP, Zipkin, Jaeger endpoints: the SDK environment
+// variable specification), the Jaeger clients' JAEGER_ENDPOINT and JAEGER_AGENT_HOST, and names
+// with the words OTLP, ZIPKIN or OTEL COLLECTOR (Sock Shop's ZIPKIN, flagd's
+// FLAGD_OTEL_COLLECTOR_URI in the OpenTelemetry demo). A batch span processor or a metric reader
+// exports on its own schedule, not once per inbound request, so the collector is no callee on a
+// chain: before, the OpenTelemetry demo's every app was proposed otel-collector, and analyze
+// counted 12 requests at the collector per entry request at checkout.
+func telemetryExportVar(name string) bool {
+	up := strings.ToUpper(name)
+	if strings.HasPrefix(up, "OTEL_EXPORTER_") || up == "JAEGER_ENDPOINT" || up == "JAEGER_AGENT_HOST" {
+		return true
+	}
+	words := strings.Split(up, "_")
+	for i, w := range words {
+		if w == "OTLP" || w == "ZIPKIN" || w == "OTEL" && i+1 < len(words) && words[i+1] == "COLLECTOR" {
+			return true
+		}
+	}
+	return false
+}
+
 // hostSuffixes end the names of variables that hold a host whose port is in a sibling
 // variable: MYSQL_DB_HOST beside MYSQL_DB_PORT (Train-Ticket), REDIS_ADDR beside REDIS_PORT.
 var hostSuffixes = []string{"_HOST", "_HOSTNAME", "_ADDR", "_ADDRESS", "_SERVER"}
@@ -442,8 +464,8 @@ func siblingPort(env []EnvVar, ev EnvVar) int32 {
 }
 
 func (d *discoverer) envEdges(res *Result) {
-	drops, words, hosts := 0, 0, 0
-	example, wordExample, hostExample := "", "", ""
+	drops, words, hosts, exports := 0, 0, 0, 0
+	example, wordExample, hostExample, exportExample := "", "", "", ""
 	for _, pe := range d.in.Pods {
 		if !d.scope(pe.Namespace) {
 			continue
@@ -455,6 +477,15 @@ func (d *discoverer) envEdges(res *Result) {
 		}
 		for _, ev := range pe.Env {
 			if proxyEnv[strings.ToUpper(ev.Name)] {
+				continue
+			}
+			if !ev.Arg && telemetryExportVar(ev.Name) {
+				if len(ParseServiceRefs(ev.Value)) > 0 {
+					exports++
+					if exportExample == "" {
+						exportExample = envExample(pe, ev, ev.Value)
+					}
+				}
 				continue
 			}
 			sibling := siblingPort(pe.Env, ev)
@@ -538,6 +569,9 @@ func (d *discoverer) envEdges(res *Result) {
 	}
 	if hosts > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) name a host under a top-level domain of the Internet (name.com, name.io) and the input holds no Service of such a namespace: hosts outside the cluster, not edges (e.g. %s)", hosts, hostExample))
+	}
+	if exports > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of telemetry exporters' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*, *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) name where the SDK sends spans, metrics and logs, in batches off the requests' path: not edges (e.g. %s)", exports, exportExample))
 	}
 	if words > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))

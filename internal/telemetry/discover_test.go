@@ -234,6 +234,57 @@ workloads:
 	}
 }
 
+// TestDiscoverTelemetryExporters: the variables that tell an SDK where to export spans, metrics
+// and logs (the OpenTelemetry demo's OTEL_EXPORTER_OTLP_ENDPOINT in every app, flagd's
+// FLAGD_OTEL_COLLECTOR_URI, Sock Shop's ZIPKIN, a Jaeger client's JAEGER_ENDPOINT) are no calls
+// on a request's path: counted in one warning, never proposed; a value naming nothing (the
+// browser's localhost endpoint) is not counted; other variables of the same container still are
+// read. Before, every app of the demo was proposed the collector.
+func TestDiscoverTelemetryExporters(t *testing.T) {
+	in := Input{
+		Workloads: []workload.Workload{wl("Deployment", "shop", "web", map[string]string{"app": "web"}, nil)},
+		Services: []ServiceDef{{Namespace: "shop", Name: "otel-collector", Selector: map[string]string{"app": "otel"}},
+			{Namespace: "shop", Name: "cart", Selector: map[string]string{"app": "cart"}}},
+		Pods: []PodEnv{{Kind: "Deployment", Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			Env: []EnvVar{{Container: "app", Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://otel-collector:4317"},
+				{Container: "app", Name: "otel_exporter_otlp_traces_endpoint", Value: "http://otel-collector:4318/v1/traces"},
+				{Container: "app", Name: "FLAGD_OTEL_COLLECTOR_URI", Value: "otel-collector:4317"},
+				{Container: "app", Name: "ZIPKIN", Value: "zipkin.jaeger.svc.cluster.local"},
+				{Container: "app", Name: "JAEGER_ENDPOINT", Value: "http://jaeger-collector.tracing:14268/api/traces"},
+				{Container: "app", Name: "PUBLIC_OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Value: "http://localhost:8080/otlp-http/v1/traces"},
+				// Not an exporter's: words that only contain the letters.
+				{Container: "app", Name: "COLLECTOR_MODE", Value: "cart:8080"}}}},
+	}
+	res := Discover(in)
+	var b bytes.Buffer
+	if err := RenderYAML(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	const want = `sources:
+- env
+warnings:
+- 'env: 5 value(s) of telemetry exporters'' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*,
+  *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) name where the SDK sends spans,
+  metrics and logs, in batches off the requests'' path: not edges (e.g. Deployment
+  shop/web env OTEL_EXPORTER_OTLP_ENDPOINT="http://otel-collector:4317")'
+workloads:
+- annotation: cart
+  differences: []
+  discovered:
+  - sources:
+    - env COLLECTOR_MODE (container app)
+    upstream: cart
+  kind: Deployment
+  name: web
+  namespace: shop
+  upstreams:
+  - cart
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
 // TestDiscoverSiblingPort: a host variable whose port is in a sibling variable (Train-Ticket's
 // MYSQL_DB_HOST beside MYSQL_DB_PORT=3306) is a database call, listed apart and never
 // proposed as an HTTP upstream; an HTTP port in the sibling keeps it an upstream. Before, the
