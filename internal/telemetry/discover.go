@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -28,7 +29,8 @@ type Input struct {
 // Proposal is one upstream a workload needs, and what shows it.
 type Proposal struct {
 	// Upstream is the entry as the annotation writes it: the Service's name from its own
-	// namespace, name.namespace from another; never attempts (discover does not invent them).
+	// namespace, name.namespace from another, with :PORT where the port picks the protocol
+	// (mixedPorts); never attempts (discover does not invent them).
 	Upstream string `json:"upstream"`
 	// Sources are what showed the edge: a telemetry source, or "env NAME (container C[,
 	// ConfigMap M key K])".
@@ -172,6 +174,9 @@ type acc struct {
 	t     target
 	props map[string]*Proposal // node -> proposal
 	order []string
+	// ports are the ports the env values call each node on, where the port picks the protocol
+	// (mixedPorts); 0 for a value that gives none or a Service whose ports all read alike.
+	ports map[string]map[int32]bool
 }
 
 // Discover merges the observed edges and the manifests' env edges into the upstreams each
@@ -411,6 +416,22 @@ type noWorkloadEdges struct {
 // the like), the others name the proxy; none is a call the app makes.
 var proxyEnv = map[string]bool{"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true}
 
+// mixedPorts reports whether svc has port among its ports and ports Istio's protocol selection
+// reads both ways (HTTP or gRPC, retried; TCP, TLS, UDP, a database's, not): then the port the
+// call names decides whether the mesh retries it, and the upstream is written NAME:PORT.
+func mixedPorts(svc *ServiceDef, port int32) bool {
+	has, retried, not := false, false, false
+	for _, p := range svc.Ports {
+		has = has || p.Port == port
+		if mesh.IstioRetriesPort(p.Name, p.AppProtocol, p.Protocol, p.Port) {
+			retried = true
+		} else {
+			not = true
+		}
+	}
+	return has && retried && not
+}
+
 // telemetryExportVar reports whether an env variable configures a telemetry exporter: the
 // OpenTelemetry SDKs' OTEL_EXPORTER_* (OTLP, Zipkin, Jaeger endpoints: the SDK environment
 // variable specification), the Jaeger clients' JAEGER_ENDPOINT and JAEGER_AGENT_HOST, and names
@@ -556,11 +577,24 @@ func (d *discoverer) envEdges(res *Result) {
 					continue
 				}
 				a := d.acc(t)
-				p := a.proposal(upstreamName(to, pe.Namespace))
+				up := upstreamName(to, pe.Namespace)
+				p := a.proposal(up)
 				addSource(p, src)
 				if !inInput {
 					p.ServiceNotInInput = true
 				}
+				port := int32(0)
+				if svc != nil && r.Port != 0 && mixedPorts(svc, r.Port) {
+					port = r.Port
+				}
+				node := annotations.UpstreamNode(up, t.ns)
+				if a.ports == nil {
+					a.ports = map[string]map[int32]bool{}
+				}
+				if a.ports[node] == nil {
+					a.ports[node] = map[int32]bool{}
+				}
+				a.ports[node][port] = true
 			}
 		}
 	}
@@ -641,6 +675,15 @@ func (d *discoverer) finish(res *Result) {
 				}
 			}
 			p.NotObserved = telemetry && env && !tel
+			if ps := a.ports[node]; len(ps) == 1 && !tel {
+				for port := range ps {
+					if port != 0 {
+						// The Service has ports Istio retries on and ports it does not: the
+						// port the app calls says which (analyze reads NAME:PORT so).
+						p.Upstream += ":" + strconv.Itoa(int(port))
+					}
+				}
+			}
 			wr.Discovered = append(wr.Discovered, *p)
 		}
 		declared := ""

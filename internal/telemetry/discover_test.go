@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +283,44 @@ workloads:
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestDiscoverPortPicksProtocol: where the Service has ports Istio retries on and ports it
+// does not (the OpenTelemetry demo's flagd: rpc 8013, ofrep 8016, tcp-service-0 4000), the
+// upstream keeps the port the value calls, as analyze asks ("write the upstream as flagd:PORT");
+// not where every port reads alike, nor where the workload calls two of them (no one port picks).
+// Before, the port was dropped and analyze warned that the upstream named none.
+func TestDiscoverPortPicksProtocol(t *testing.T) {
+	pod := func(name string, env ...EnvVar) PodEnv {
+		return PodEnv{Kind: "Deployment", Namespace: "shop", Name: name, Labels: map[string]string{"app": name}, Env: env}
+	}
+	in := Input{
+		Workloads: []workload.Workload{wl("Deployment", "shop", "ad", map[string]string{"app": "ad"}, nil),
+			wl("Deployment", "shop", "web", map[string]string{"app": "web"}, nil),
+			wl("Deployment", "shop", "proxy", map[string]string{"app": "proxy"}, nil)},
+		Services: []ServiceDef{
+			{Namespace: "shop", Name: "flagd", Selector: map[string]string{"app": "flagd"},
+				Ports: []ServicePort{{Name: "rpc", Port: 8013}, {Name: "ofrep", Port: 8016}, {Name: "tcp-service-0", Port: 4000}}},
+			{Namespace: "shop", Name: "api", Selector: map[string]string{"app": "api"},
+				Ports: []ServicePort{{Name: "http", Port: 80}, {Name: "grpc", Port: 9090}}},
+			{Namespace: "shop", Name: "collector", Selector: map[string]string{"app": "collector"},
+				Ports: []ServicePort{{Name: "otlp", AppProtocol: "grpc", Port: 4317}, {Name: "jaeger-compact", Port: 6831, Protocol: "UDP"}}}},
+		Pods: []PodEnv{
+			pod("ad", EnvVar{Container: "app", Name: "FLAGD_HOST", Value: "flagd"}, EnvVar{Container: "app", Name: "FLAGD_PORT", Value: "8013"},
+				EnvVar{Container: "app", Name: "API_ADDR", Value: "api:9090"}, EnvVar{Container: "app", Name: "SINK", Value: "collector:4317"}),
+			pod("web", EnvVar{Container: "app", Name: "FLAGD_ADDR", Value: "flagd:8013"}, EnvVar{Container: "app", Name: "OFREP_URL", Value: "http://flagd:8016/ofrep"}),
+			pod("proxy", EnvVar{Container: "app", Name: "FLAGD_URL", Value: "http://flagd/"}, EnvVar{Container: "app", Name: "FLAGD_ADDR", Value: "flagd:8013"}),
+		},
+	}
+	res := Discover(in)
+	got := map[string]string{}
+	for _, w := range res.Workloads {
+		got[w.Name] = w.Annotation
+	}
+	want := map[string]string{"ad": "api, collector:4317, flagd:8013", "web": "flagd", "proxy": "flagd"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("annotations: got %v, want %v", got, want)
 	}
 }
 
