@@ -440,6 +440,11 @@ func mixedPorts(svc *ServiceDef, port int32) bool {
 // exports on its own schedule, not once per inbound request, so the collector is no callee on a
 // chain: before, the OpenTelemetry demo's every app was proposed otel-collector, and analyze
 // counted 12 requests at the collector per entry request at checkout.
+// telemetryPorts are the receivers' default ports of telemetry protocols: OTLP over gRPC 4317 and
+// HTTP 4318 (the OTLP specification's defaults), Zipkin 9411, Jaeger's collector 14250 (gRPC) and
+// 14268 (HTTP) and agent 6831, 6832 (jaegertracing.io "APIs"). A call there is an export.
+var telemetryPorts = map[int32]bool{4317: true, 4318: true, 9411: true, 14250: true, 14268: true, 6831: true, 6832: true}
+
 func telemetryExportVar(name string) bool {
 	up := strings.ToUpper(name)
 	if strings.HasPrefix(up, "OTEL_EXPORTER_") || up == "JAEGER_ENDPOINT" || up == "JAEGER_AGENT_HOST" {
@@ -518,9 +523,23 @@ func (d *discoverer) envEdges(res *Result) {
 				// name was a word and the call was lost.
 				value += ":" + strconv.Itoa(int(sibling))
 			}
+			exported := false
 			for _, r := range ParseServiceRefs(value) {
 				if r.Port == 0 && r.Scheme == "" {
 					r.Port = sibling
+				}
+				if telemetryPorts[r.Port] {
+					// An OTLP, Jaeger or Zipkin receiver's port: an exporter's endpoint whatever
+					// the variable's name (Online Boutique's COLLECTOR_SERVICE_ADDR
+					// "opentelemetrycollector:4317").
+					if !exported {
+						exported = true
+						exports++
+						if exportExample == "" {
+							exportExample = envExample(pe, ev, r.Name)
+						}
+					}
+					continue
 				}
 				ns := r.Namespace
 				if ns == "" {
@@ -605,7 +624,7 @@ func (d *discoverer) envEdges(res *Result) {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) name a host under a top-level domain of the Internet (name.com, name.io) and the input holds no Service of such a namespace: hosts outside the cluster, not edges (e.g. %s)", hosts, hostExample))
 	}
 	if exports > 0 {
-		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of telemetry exporters' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*, *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) name where the SDK sends spans, metrics and logs, in batches off the requests' path: not edges (e.g. %s)", exports, exportExample))
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of telemetry exporters' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*, *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) or on a telemetry receiver's port (OTLP 4317, 4318, Zipkin 9411, Jaeger 14250, 14268, 6831, 6832) name where the SDK sends spans, metrics and logs, in batches off the requests' path: not edges (e.g. %s)", exports, exportExample))
 	}
 	if words > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))

@@ -253,6 +253,8 @@ func TestDiscoverTelemetryExporters(t *testing.T) {
 				{Container: "app", Name: "ZIPKIN", Value: "zipkin.jaeger.svc.cluster.local"},
 				{Container: "app", Name: "JAEGER_ENDPOINT", Value: "http://jaeger-collector.tracing:14268/api/traces"},
 				{Container: "app", Name: "PUBLIC_OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Value: "http://localhost:8080/otlp-http/v1/traces"},
+				// Any name, on an OTLP receiver's port (Online Boutique's google-cloud-operations).
+				{Container: "app", Name: "COLLECTOR_SERVICE_ADDR", Value: "opentelemetrycollector:4317"},
 				// Not an exporter's: words that only contain the letters.
 				{Container: "app", Name: "COLLECTOR_MODE", Value: "cart:8080"}}}},
 	}
@@ -264,10 +266,11 @@ func TestDiscoverTelemetryExporters(t *testing.T) {
 	const want = `sources:
 - env
 warnings:
-- 'env: 5 value(s) of telemetry exporters'' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*,
-  *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) name where the SDK sends spans,
-  metrics and logs, in batches off the requests'' path: not edges (e.g. Deployment
-  shop/web env OTEL_EXPORTER_OTLP_ENDPOINT="http://otel-collector:4317")'
+- 'env: 6 value(s) of telemetry exporters'' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*,
+  *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) or on a telemetry receiver''s
+  port (OTLP 4317, 4318, Zipkin 9411, Jaeger 14250, 14268, 6831, 6832) name where
+  the SDK sends spans, metrics and logs, in batches off the requests'' path: not edges
+  (e.g. Deployment shop/web env OTEL_EXPORTER_OTLP_ENDPOINT="http://otel-collector:4317")'
 workloads:
 - annotation: cart
   differences: []
@@ -304,11 +307,11 @@ func TestDiscoverPortPicksProtocol(t *testing.T) {
 				Ports: []ServicePort{{Name: "rpc", Port: 8013}, {Name: "ofrep", Port: 8016}, {Name: "tcp-service-0", Port: 4000}}},
 			{Namespace: "shop", Name: "api", Selector: map[string]string{"app": "api"},
 				Ports: []ServicePort{{Name: "http", Port: 80}, {Name: "grpc", Port: 9090}}},
-			{Namespace: "shop", Name: "collector", Selector: map[string]string{"app": "collector"},
-				Ports: []ServicePort{{Name: "otlp", AppProtocol: "grpc", Port: 4317}, {Name: "jaeger-compact", Port: 6831, Protocol: "UDP"}}}},
+			{Namespace: "shop", Name: "stats", Selector: map[string]string{"app": "stats"},
+				Ports: []ServicePort{{Name: "api", AppProtocol: "grpc", Port: 9000}, {Name: "statsd", Port: 8125, Protocol: "UDP"}}}},
 		Pods: []PodEnv{
 			pod("ad", EnvVar{Container: "app", Name: "FLAGD_HOST", Value: "flagd"}, EnvVar{Container: "app", Name: "FLAGD_PORT", Value: "8013"},
-				EnvVar{Container: "app", Name: "API_ADDR", Value: "api:9090"}, EnvVar{Container: "app", Name: "SINK", Value: "collector:4317"}),
+				EnvVar{Container: "app", Name: "API_ADDR", Value: "api:9090"}, EnvVar{Container: "app", Name: "SINK", Value: "stats:9000"}),
 			pod("web", EnvVar{Container: "app", Name: "FLAGD_ADDR", Value: "flagd:8013"}, EnvVar{Container: "app", Name: "OFREP_URL", Value: "http://flagd:8016/ofrep"}),
 			pod("proxy", EnvVar{Container: "app", Name: "FLAGD_URL", Value: "http://flagd/"}, EnvVar{Container: "app", Name: "FLAGD_ADDR", Value: "flagd:8013"}),
 		},
@@ -318,7 +321,7 @@ func TestDiscoverPortPicksProtocol(t *testing.T) {
 	for _, w := range res.Workloads {
 		got[w.Name] = w.Annotation
 	}
-	want := map[string]string{"ad": "api, collector:4317, flagd:8013", "web": "flagd", "proxy": "flagd"}
+	want := map[string]string{"ad": "api, flagd:8013, stats:9000", "web": "flagd", "proxy": "flagd"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("annotations: got %v, want %v", got, want)
 	}
