@@ -25,7 +25,7 @@ type ServiceRef struct {
 
 // ParseServiceRefs reads the forms of an env value that name a Service: a URL
 // ("http://payment:8080/charge", "postgresql://user@accounts-db:5432/db"), host:port
-// ("payment:8080"), gRPC's dns:[//authority/]host[:port] ("dns:///payment:9090"), and name.ns,
+// ("payment:8080"), gRPC's dns: and xds:[//authority/]host[:port] ("dns:///payment:9090"), and name.ns,
 // name.ns.svc, name.ns.svc.cluster.local with or without a port; a comma- or space-separated
 // list of them. A bare name without a port is not read (a
 // word is not an address), nor localhost, an IP address or a host outside the cluster forms.
@@ -33,10 +33,12 @@ func ParseServiceRefs(value string) []ServiceRef {
 	var out []ServiceRef
 	for _, tok := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == ';' || r == '\n' || r == '\t' }) {
 		var host, port, scheme string
-		if len(tok) > 4 && strings.EqualFold(tok[:4], "dns:") {
-			// gRPC's name syntax, dns:[//authority/]host[:port] (grpc/grpc doc/naming.md):
-			// url.Parse puts the host of dns:///order:9090 in the path, and named nothing.
-			scheme, tok = "dns", tok[4:]
+		if len(tok) > 4 && (strings.EqualFold(tok[:4], "dns:") || strings.EqualFold(tok[:4], "xds:")) {
+			// gRPC's name syntax, dns:[//authority/]host[:port] (grpc/grpc doc/naming.md), and
+			// xds:[//authority/]host[:port], the xDS resolver's (proxyless gRPC: Istio's
+			// grpc-agent template, xds:///echo.echo-grpc.svc.cluster.local:7070): url.Parse
+			// puts the host of dns:///order:9090 in the path, and named nothing.
+			scheme, tok = strings.ToLower(tok[:3]), tok[4:]
 			if strings.HasPrefix(tok, "//") {
 				_, rest, ok := strings.Cut(tok[2:], "/")
 				if !ok {
@@ -103,7 +105,7 @@ func ParseServiceRefs(value string) []ServiceRef {
 // httpSchemes are URL schemes of HTTP and gRPC calls; nonHTTPSchemes of protocols no HTTP
 // retry applies to.
 var (
-	httpSchemes    = map[string]bool{"http": true, "https": true, "grpc": true, "grpcs": true, "h2c": true, "ws": true, "wss": true, "dns": true}
+	httpSchemes    = map[string]bool{"http": true, "https": true, "grpc": true, "grpcs": true, "h2c": true, "ws": true, "wss": true, "dns": true, "xds": true}
 	nonHTTPSchemes = map[string]bool{"postgres": true, "postgresql": true, "mysql": true, "mariadb": true, "redis": true, "rediss": true, "mongodb": true, "mongodb+srv": true,
 		"amqp": true, "amqps": true, "kafka": true, "nats": true, "tcp": true, "memcached": true, "cassandra": true, "sqlserver": true, "mssql": true, "zookeeper": true}
 	// wellKnownTCP are the default ports of databases, caches and brokers.

@@ -295,6 +295,12 @@ func TestParseServiceRefs(t *testing.T) {
 		{"dns:///api.example.com:443", "[]"},
 		{"dns:///", "[]"},
 		{"dns://8.8.8.8", "[]"},
+		// The xDS resolver's target (proxyless gRPC, Istio's grpc-agent template: istio.io
+		// "gRPC Proxyless Service Mesh"), same syntax: before, it named nothing.
+		{"xds:///echo.echo-grpc.svc.cluster.local:7070", "[{echo echo-grpc 7070 xds true}]"},
+		{"XDS:///order:9090", "[{order  9090 xds false}]"},
+		{"xds://control-plane/order:9090", "[{order  9090 xds false}]"},
+		{"xds:///", "[]"},
 	}
 	for _, c := range cases {
 		got := ParseServiceRefs(c.in)
