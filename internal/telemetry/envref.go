@@ -112,10 +112,24 @@ var (
 	wellKnownTCP = map[int32]string{3306: "MySQL", 5432: "PostgreSQL", 6379: "Redis", 27017: "MongoDB", 9042: "Cassandra", 11211: "memcached",
 		5672: "AMQP", 9092: "Kafka", 4222: "NATS", 2181: "ZooKeeper", 1433: "SQL Server", 26257: "CockroachDB"}
 	// tcpPortPrefixes are the Service port name prefixes Istio's protocol selection reads as
-	// TCP (istio.io "Protocol Selection"); httpPortPrefixes as HTTP or gRPC.
+	// TCP (istio.io "Protocol Selection"); httpPortPrefixes as HTTP or gRPC. Of the former, the
+	// ones that name a protocol other than HTTP (tls, mongo, mysql, redis, udp) make an edge
+	// nonHTTP; a plain tcp does not (NonHTTPReason).
 	tcpPortPrefixes  = map[string]bool{"tcp": true, "tls": true, "mongo": true, "mysql": true, "redis": true, "udp": true}
 	httpPortPrefixes = map[string]bool{"http": true, "http2": true, "https": true, "grpc": true, "grpc-web": true, "h2c": true}
 )
+
+// namesNonHTTP reports whether a port name's words after the first name a protocol no HTTP
+// retry applies to (Online Boutique's tcp-redis): a plain tcp-service, tcp-web does not.
+func namesNonHTTP(name string) bool {
+	words := strings.Split(strings.ToLower(name), "-")
+	for _, w := range words[1:] {
+		if tcpPortPrefixes[w] || nonHTTPSchemes[w] {
+			return true
+		}
+	}
+	return false
+}
 
 // NonHTTPReason says why an edge to svc through r is not HTTP (no HTTP retry applies), "" when
 // it is, or may be: the URL's scheme, then the Service port's appProtocol or name (Istio's
@@ -140,6 +154,9 @@ func NonHTTPReason(r ServiceRef, svc *ServiceDef) string {
 			case ap == "":
 			case httpPortPrefixes[ap] || ap == "kubernetes.io/h2c" || ap == "kubernetes.io/ws" || ap == "kubernetes.io/wss":
 				return ""
+			case ap == "tcp":
+				// Opaque to the mesh, not a protocol: as a tcp- name, below.
+				break
 			default:
 				return "Service port " + strconv.Itoa(int(p.Port)) + " has appProtocol " + p.AppProtocol + ": no HTTP retry applies"
 			}
@@ -149,6 +166,13 @@ func NonHTTPReason(r ServiceRef, svc *ServiceDef) string {
 			}
 			if httpPortPrefixes[prefix] {
 				return ""
+			}
+			if (prefix == "tcp" || ap == "tcp") && !namesNonHTTP(p.Name) {
+				// "tcp" tells Istio to proxy the port as opaque TCP (it retries nothing there:
+				// analyze's layers say so), not what the app speaks over it: the OpenTelemetry
+				// demo names every gRPC and HTTP port tcp-service. The call is the app's, and
+				// its own retries count: proposed, unless the port number is a database's.
+				break
 			}
 			if tcpPortPrefixes[prefix] {
 				return "Service port " + strconv.Itoa(int(p.Port)) + " is named " + p.Name + " (a TCP protocol): no HTTP retry applies"
