@@ -156,7 +156,6 @@ func NonHTTPReason(r ServiceRef, svc *ServiceDef) string {
 				return ""
 			case ap == "tcp":
 				// Opaque to the mesh, not a protocol: as a tcp- name, below.
-				break
 			default:
 				return "Service port " + strconv.Itoa(int(p.Port)) + " has appProtocol " + p.AppProtocol + ": no HTTP retry applies"
 			}
