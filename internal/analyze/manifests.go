@@ -125,6 +125,10 @@ type Manifests struct {
 	// were read in (the Reader's default): a policy that selects nothing in its own namespace
 	// says where they went.
 	unnamespaced map[string]int
+	// unnamespacedRoutes are the route and retry objects read without metadata.namespace, in
+	// the order read: one read into a namespace that holds none of the input's Services and
+	// workloads routes to nothing there (Analyze warns).
+	unnamespacedRoutes []unnamespacedRoute
 	// configMaps counts the ConfigMaps counted as ignored, by "namespace/name": the ones an
 	// ingress-nginx controller read later names move to the mesh count (Analyze).
 	configMaps map[string]int
@@ -1299,6 +1303,7 @@ func (m *Manifests) Analyze() *Report {
 	sum := m.summary()
 	rep.Summary = &sum
 	rep.warnings = append(rep.warnings, m.Warnings...)
+	rep.warnings = append(rep.warnings, m.strayRoutes()...)
 	unread := map[string]int{}
 	n := 0
 	for k, c := range sum.Mesh {
@@ -1355,6 +1360,52 @@ func (m *Manifests) Analyze() *Report {
 		}
 	}
 	return rep
+}
+
+// unnamespacedRoute is a route or retry object read without metadata.namespace.
+type unnamespacedRoute struct {
+	src            Source
+	kind, ns, name string
+}
+
+// routeKinds are the kinds whose retries land on Services named from the object's namespace.
+var routeKinds = map[string]bool{"VirtualService": true, "HTTPRoute": true, "GRPCRoute": true, "Ingress": true, "ServiceProfile": true,
+	"ServiceRouter": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Resiliency": true}
+
+// strayRoutes warns of each route or retry object that names no namespace and was read into one
+// where the input holds no Service and no workload, while it holds some elsewhere: its short
+// hosts name Services of that namespace, so it counts for none of the input's. DeathStarBench's
+// mediaMicroservices ships its ingress VirtualService without a namespace beside workloads
+// that name theirs: without -n, its route was silently nowhere (before, "no gateway or mesh
+// route retries into them").
+func (m *Manifests) strayRoutes() []Warning {
+	if len(m.unnamespacedRoutes) == 0 {
+		return nil
+	}
+	held := map[string]bool{}
+	for _, s := range m.Services {
+		held[s.Namespace] = true
+	}
+	for _, w := range m.Workloads {
+		held[w.Namespace] = true
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	nss := slices.Sorted(maps.Keys(held))
+	where := strings.Join(nss, ", ")
+	if len(nss) > 3 {
+		where = strings.Join(nss[:3], ", ") + fmt.Sprintf(" and %d more", len(nss)-3)
+	}
+	var out []Warning
+	for _, r := range m.unnamespacedRoutes {
+		if held[r.ns] {
+			continue
+		}
+		out = append(out, Warning{Source: r.src, Msg: fmt.Sprintf("%s %s/%s names no metadata.namespace and was read in namespace %s, where the input holds no Service and no workload (they are in %s): its hosts name Services of %s, so it counts for none of them; if you apply it with kubectl apply -n NAMESPACE, pass -n NAMESPACE (--namespace) to analyze",
+			r.kind, r.ns, r.name, r.ns, where, r.ns)})
+	}
+	return out
 }
 
 // unnamespacedHint says, for a policy of namespace ns that selects no workload, where the

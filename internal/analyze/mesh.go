@@ -38,6 +38,9 @@ func (r Reader) addMesh(m *Manifests, src Source, js []byte, tm *typeMeta) []err
 		return []error{&InputError{src, err}}
 	}
 	m.keepMeshObject(src, js, tm, r.namespace())
+	if tm.Metadata.Namespace == "" && routeKinds[tm.Kind] {
+		m.unnamespacedRoutes = append(m.unnamespacedRoutes, unnamespacedRoute{src: src, kind: tm.Kind, ns: r.namespace(), name: tm.Metadata.Name})
+	}
 	return nil
 }
 

@@ -49,7 +49,7 @@ gateways, --gateway) are callers, never workloads: their callees are entrypoints
 database and messaging edges are listed apart, never proposed.
 
 From manifests (-f, -k): container env values, and the ConfigMaps env and envFrom reference, that
-name a Service: http://name:port/..., dns:///name:port (gRPC), name:port,
+name a Service: http://name:port/..., dns:///name:port and xds:///name:port (gRPC), name:port,
 name.ns[.svc[.cluster.local]]; and the items of command and args in the forms with a port, a
 scheme or .svc ("--flag=value" read as its value). They
 over-approximate (a shared ConfigMap names Services a workload may never call): each is marked

@@ -112,31 +112,32 @@ type Options struct {
 // Set is the mesh objects of a cluster or a manifest set. Adding and removing are not safe for
 // concurrent use; queries are, once no goroutine adds or removes.
 type Set struct {
-	opts            Options
-	namespaces      map[string]objectMeta
-	services        map[ServiceRef]objectMeta
-	ports           map[ServiceRef][]servicePort // ports.go
-	meshConfigs     map[string]meshConfigs       // the MeshConfig ConfigMaps added, by name (revisions.go)
-	meshConfig      bool                         // one was added
-	meshDefault     *meshDefault                 // the defaultHttpRetryPolicy counted (the most of meshConfigs'), when one sets it
-	inbound         *meshDefault                 // the defaultInboundHttpRetryPolicy counted, when one adds tries (inbound.go)
-	virtualServices map[string]*virtualService
-	serviceEntries  map[string]*serviceEntry // serviceentry.go
-	routes          map[string]*route
-	profiles        map[string]header
-	policies        map[string]*backendTrafficPolicy
-	kumaMeshes      map[string]*kumaMesh            // kuma.go, by name
-	kumaRetries     map[string]*meshRetry           // kuma.go
-	kumaExternal    map[string]*meshExternalService // kuma.go, MeshExternalServices
-	kumaRoutes      map[string]*meshHTTPRoute       // kuma.go, MeshHTTPRoutes (the callees of their to[] items)
-	resiliencies    map[string]*resiliency          // dapr.go
-	routers         map[string]*serviceRouter       // consul.go
-	gateways        map[string]*gateway             // waypoint.go, by "namespace/name"
-	ingresses       map[string]*ingressObj          // ingressnginx.go
-	ingressClasses  map[string]*ingressClass        // ingressnginx.go, by name
-	nginx           nginxObjects                    // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
-	istioInjectors  map[string]*istioInjector       // Istio's injection webhooks, by configuration name (istiowebhooks.go)
-	times           map[string]objTimes             // the objects' timeouts, by key (time.go)
+	opts             Options
+	namespaces       map[string]objectMeta
+	services         map[ServiceRef]objectMeta
+	ports            map[ServiceRef][]servicePort // ports.go
+	meshConfigs      map[string]meshConfigs       // the MeshConfig ConfigMaps added, by name (revisions.go)
+	meshConfig       bool                         // one was added
+	meshDefault      *meshDefault                 // the defaultHttpRetryPolicy counted (the most of meshConfigs'), when one sets it
+	inbound          *meshDefault                 // the defaultInboundHttpRetryPolicy counted, when one adds tries (inbound.go)
+	virtualServices  map[string]*virtualService
+	serviceEntries   map[string]*serviceEntry // serviceentry.go
+	routes           map[string]*route
+	profiles         map[string]header
+	profileRetryable map[string]bool // by "namespace/name": the profile has an isRetryable route
+	policies         map[string]*backendTrafficPolicy
+	kumaMeshes       map[string]*kumaMesh            // kuma.go, by name
+	kumaRetries      map[string]*meshRetry           // kuma.go
+	kumaExternal     map[string]*meshExternalService // kuma.go, MeshExternalServices
+	kumaRoutes       map[string]*meshHTTPRoute       // kuma.go, MeshHTTPRoutes (the callees of their to[] items)
+	resiliencies     map[string]*resiliency          // dapr.go
+	routers          map[string]*serviceRouter       // consul.go
+	gateways         map[string]*gateway             // waypoint.go, by "namespace/name"
+	ingresses        map[string]*ingressObj          // ingressnginx.go
+	ingressClasses   map[string]*ingressClass        // ingressnginx.go, by name
+	nginx            nginxObjects                    // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
+	istioInjectors   map[string]*istioInjector       // Istio's injection webhooks, by configuration name (istiowebhooks.go)
+	times            map[string]objTimes             // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
 	idx *index
@@ -145,27 +146,28 @@ type Set struct {
 // NewSet returns an empty Set.
 func NewSet(opts Options) *Set {
 	return &Set{
-		opts:            opts,
-		namespaces:      map[string]objectMeta{},
-		services:        map[ServiceRef]objectMeta{},
-		ports:           map[ServiceRef][]servicePort{},
-		virtualServices: map[string]*virtualService{},
-		serviceEntries:  map[string]*serviceEntry{},
-		routes:          map[string]*route{},
-		profiles:        map[string]header{},
-		policies:        map[string]*backendTrafficPolicy{},
-		meshConfigs:     map[string]meshConfigs{},
-		kumaMeshes:      map[string]*kumaMesh{},
-		kumaRetries:     map[string]*meshRetry{},
-		kumaExternal:    map[string]*meshExternalService{},
-		kumaRoutes:      map[string]*meshHTTPRoute{},
-		resiliencies:    map[string]*resiliency{},
-		routers:         map[string]*serviceRouter{},
-		gateways:        map[string]*gateway{},
-		ingresses:       map[string]*ingressObj{},
-		ingressClasses:  map[string]*ingressClass{},
-		nginx:           newNginxObjects(),
-		istioInjectors:  map[string]*istioInjector{},
+		opts:             opts,
+		namespaces:       map[string]objectMeta{},
+		services:         map[ServiceRef]objectMeta{},
+		ports:            map[ServiceRef][]servicePort{},
+		virtualServices:  map[string]*virtualService{},
+		serviceEntries:   map[string]*serviceEntry{},
+		routes:           map[string]*route{},
+		profiles:         map[string]header{},
+		profileRetryable: map[string]bool{},
+		policies:         map[string]*backendTrafficPolicy{},
+		meshConfigs:      map[string]meshConfigs{},
+		kumaMeshes:       map[string]*kumaMesh{},
+		kumaRetries:      map[string]*meshRetry{},
+		kumaExternal:     map[string]*meshExternalService{},
+		kumaRoutes:       map[string]*meshHTTPRoute{},
+		resiliencies:     map[string]*resiliency{},
+		routers:          map[string]*serviceRouter{},
+		gateways:         map[string]*gateway{},
+		ingresses:        map[string]*ingressObj{},
+		ingressClasses:   map[string]*ingressClass{},
+		nginx:            newNginxObjects(),
+		istioInjectors:   map[string]*istioInjector{},
 	}
 }
 
@@ -194,6 +196,9 @@ func (s *Set) Clone() *Set {
 	}
 	for k, v := range s.profiles {
 		c.profiles[k] = v
+	}
+	for k, v := range s.profileRetryable {
+		c.profileRetryable[k] = v
 	}
 	for k, v := range s.policies {
 		c.policies[k] = v
@@ -744,9 +749,16 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef, port int3
 	}
 	for _, p := range x.profiles[ref] {
 		if p.Metadata.Namespace == ref.Namespace || p.Metadata.Namespace == c.Namespace {
-			e.Warnings = append(e.Warnings, WarnServiceProfile(p.Metadata.Namespace+"/"+p.Metadata.Name, name))
+			id := p.Metadata.Namespace + "/" + p.Metadata.Name
+			if !s.profileRetryable[id] {
+				e.Warnings = append(e.Warnings, WarnServiceProfileNoRetry(id, name))
+				e.Layers = append(e.Layers, Layer{Kind: Linkerd, Object: p.id(), Tries: 1, Default: true,
+					Note: fmt.Sprintf("Linkerd ServiceProfile %s: no route isRetryable, no retries (retry annotations ignored)", id)})
+				return
+			}
+			e.Warnings = append(e.Warnings, WarnServiceProfile(id, name))
 			e.Layers = append(e.Layers, Layer{Kind: Linkerd, Object: p.id(), Tries: 1, Default: true,
-				Note: fmt.Sprintf("Linkerd ServiceProfile %s/%s: retry annotations ignored, budget-bounded retries not counted", p.Metadata.Namespace, p.Metadata.Name)})
+				Note: fmt.Sprintf("Linkerd ServiceProfile %s: retry annotations ignored, budget-bounded retries not counted", id)})
 			return
 		}
 	}
@@ -1025,6 +1037,12 @@ func WarnVirtualServiceAndRoute(vs, route, host string, tries int64) string {
 // WarnLinkerdLimitZero: retry.linkerd.io/limit "0", which Linkerd treats as unset (1 retry).
 func WarnLinkerdLimitZero(object string) string {
 	return fmt.Sprintf(`%s %s: "0" is treated by Linkerd as unset: counted as 1 retry`, object, annotationPath(LinkerdRetryLimit))
+}
+
+// WarnServiceProfileNoRetry: a Linkerd ServiceProfile for the callee with no isRetryable route:
+// Linkerd retries none of the callee's requests, whatever its annotations say.
+func WarnServiceProfileNoRetry(profile, callee string) string {
+	return fmt.Sprintf("Linkerd ServiceProfile %s for %s has no isRetryable route: Linkerd retries none of its requests and ignores the retry.linkerd.io annotations", profile, callee)
 }
 
 // WarnServiceProfile: a Linkerd ServiceProfile for the callee; its budget is not modelled.

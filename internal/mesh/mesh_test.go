@@ -340,6 +340,20 @@ func TestEdge(t *testing.T) {
 			},
 		},
 		{
+			// Linkerd viz's own profiles (linkerd/linkerd2 viz/cmd/testdata/install_default.golden,
+			// prometheus and metrics-api) name routes for metrics, none isRetryable: Linkerd retries
+			// none (controller/api/destination/profile_translator.go passes IsRetryable per route).
+			// Before: "retries under the profile's budget: budget-bounded retries not counted".
+			name: "Linkerd ServiceProfile without an isRetryable route: no retries, said so", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "2"`) +
+				"\n---\napiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata: {name: emoji-svc.emojivoto.svc.cluster.local, namespace: emojivoto}\nspec:\n  routes: [{name: POST /api/v1/query, condition: {method: POST, pathRegex: /api/v1/query}}, {name: GET /, condition: {method: GET}, isRetryable: false}]",
+			want: Edge{
+				Layers: []Layer{{Kind: Linkerd, Object: "ServiceProfile emojivoto/emoji-svc.emojivoto.svc.cluster.local", Tries: 1, Default: true,
+					Note: "Linkerd ServiceProfile emojivoto/emoji-svc.emojivoto.svc.cluster.local: no route isRetryable, no retries (retry annotations ignored)"}},
+				Warnings: []string{"Linkerd ServiceProfile emojivoto/emoji-svc.emojivoto.svc.cluster.local for emoji-svc has no isRetryable route: Linkerd retries none of its requests and ignores the retry.linkerd.io annotations"},
+			},
+		},
+		{
 			name: "caller in both meshes: Istio counts, warned", caller: labelled(caller("emojivoto"), "sidecar.istio.io/inject", "true"), callee: "emoji-svc",
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "5"`),
 			want: Edge{

@@ -494,7 +494,25 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		}
 		s.routes[key] = r
 	case GroupLinkerd + "/ServiceProfile":
+		// Linkerd retries only a route marked isRetryable (controller/api/destination
+		// profile_translator.go passes route.IsRetryable to the proxy): a profile without
+		// one retries nothing (Linkerd viz's own profiles).
+		var sp struct {
+			Spec struct {
+				Routes []struct {
+					IsRetryable bool `json:"isRetryable"`
+				} `json:"routes"`
+			} `json:"spec"`
+		}
+		if err := decode(&sp); err != nil {
+			return false, err
+		}
 		s.profiles[key] = h
+		s.profileRetryable[h.Metadata.Namespace+"/"+h.Metadata.Name] = slices.ContainsFunc(sp.Spec.Routes, func(r struct {
+			IsRetryable bool `json:"isRetryable"`
+		}) bool {
+			return r.IsRetryable
+		})
 	case GroupEnvoyGateway + "/BackendTrafficPolicy":
 		p := &backendTrafficPolicy{}
 		if err := decode(p); err != nil {

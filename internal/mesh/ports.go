@@ -89,6 +89,13 @@ func IstioWellKnownPorts() []int32 {
 // protocol (servicePort; protocolOf): the membership webhook compares these.
 func PortFields() []string { return []string{"name", "port", "appProtocol", "protocol"} }
 
+// IstioRetriesPort reports whether Istio's protocol selection (istioProtocol) reads a Service
+// port as one its HTTP retries apply to: discover writes NAME:PORT for a Service whose ports
+// Istio reads both ways, which analyze otherwise counts at the worst with a warning.
+func IstioRetriesPort(name, appProtocol, proto string, port int32) bool {
+	return istioProtocol(servicePort{Name: name, Port: port, AppProtocol: appProtocol, Protocol: proto}).retried
+}
+
 // protocol is a port's protocol as one mesh reads it.
 type protocol struct {
 	retried bool

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -28,7 +29,8 @@ type Input struct {
 // Proposal is one upstream a workload needs, and what shows it.
 type Proposal struct {
 	// Upstream is the entry as the annotation writes it: the Service's name from its own
-	// namespace, name.namespace from another; never attempts (discover does not invent them).
+	// namespace, name.namespace from another, with :PORT where the port picks the protocol
+	// (mixedPorts); never attempts (discover does not invent them).
 	Upstream string `json:"upstream"`
 	// Sources are what showed the edge: a telemetry source, or "env NAME (container C[,
 	// ConfigMap M key K])".
@@ -172,6 +174,9 @@ type acc struct {
 	t     target
 	props map[string]*Proposal // node -> proposal
 	order []string
+	// ports are the ports the env values call each node on, where the port picks the protocol
+	// (mixedPorts); 0 for a value that gives none or a Service whose ports all read alike.
+	ports map[string]map[int32]bool
 }
 
 // Discover merges the observed edges and the manifests' env edges into the upstreams each
@@ -411,6 +416,49 @@ type noWorkloadEdges struct {
 // the like), the others name the proxy; none is a call the app makes.
 var proxyEnv = map[string]bool{"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true}
 
+// mixedPorts reports whether svc has port among its ports and ports Istio's protocol selection
+// reads both ways (HTTP or gRPC, retried; TCP, TLS, UDP, a database's, not): then the port the
+// call names decides whether the mesh retries it, and the upstream is written NAME:PORT.
+func mixedPorts(svc *ServiceDef, port int32) bool {
+	has, retried, not := false, false, false
+	for _, p := range svc.Ports {
+		has = has || p.Port == port
+		if mesh.IstioRetriesPort(p.Name, p.AppProtocol, p.Protocol, p.Port) {
+			retried = true
+		} else {
+			not = true
+		}
+	}
+	return has && retried && not
+}
+
+// telemetryExportVar reports whether an env variable configures a telemetry exporter: the
+// OpenTelemetry SDKs' OTEL_EXPORTER_* (OTLP, Zipkin, Jaeger endpoints: the SDK environment
+// variable specification), the Jaeger clients' JAEGER_ENDPOINT and JAEGER_AGENT_HOST, and names
+// with the words OTLP, ZIPKIN or OTEL COLLECTOR (Sock Shop's ZIPKIN, flagd's
+// FLAGD_OTEL_COLLECTOR_URI in the OpenTelemetry demo). A batch span processor or a metric reader
+// exports on its own schedule, not once per inbound request, so the collector is no callee on a
+// chain: before, the OpenTelemetry demo's every app was proposed otel-collector, and analyze
+// counted 12 requests at the collector per entry request at checkout.
+// telemetryPorts are the receivers' default ports of telemetry protocols: OTLP over gRPC 4317 and
+// HTTP 4318 (the OTLP specification's defaults), Zipkin 9411, Jaeger's collector 14250 (gRPC) and
+// 14268 (HTTP) and agent 6831, 6832 (jaegertracing.io "APIs"). A call there is an export.
+var telemetryPorts = map[int32]bool{4317: true, 4318: true, 9411: true, 14250: true, 14268: true, 6831: true, 6832: true}
+
+func telemetryExportVar(name string) bool {
+	up := strings.ToUpper(name)
+	if strings.HasPrefix(up, "OTEL_EXPORTER_") || up == "JAEGER_ENDPOINT" || up == "JAEGER_AGENT_HOST" {
+		return true
+	}
+	words := strings.Split(up, "_")
+	for i, w := range words {
+		if w == "OTLP" || w == "ZIPKIN" || w == "OTEL" && i+1 < len(words) && words[i+1] == "COLLECTOR" {
+			return true
+		}
+	}
+	return false
+}
+
 // hostSuffixes end the names of variables that hold a host whose port is in a sibling
 // variable: MYSQL_DB_HOST beside MYSQL_DB_PORT (Train-Ticket), REDIS_ADDR beside REDIS_PORT.
 var hostSuffixes = []string{"_HOST", "_HOSTNAME", "_ADDR", "_ADDRESS", "_SERVER"}
@@ -442,8 +490,8 @@ func siblingPort(env []EnvVar, ev EnvVar) int32 {
 }
 
 func (d *discoverer) envEdges(res *Result) {
-	drops, words, hosts := 0, 0, 0
-	example, wordExample, hostExample := "", "", ""
+	drops, words, hosts, exports := 0, 0, 0, 0
+	example, wordExample, hostExample, exportExample := "", "", "", ""
 	for _, pe := range d.in.Pods {
 		if !d.scope(pe.Namespace) {
 			continue
@@ -457,10 +505,41 @@ func (d *discoverer) envEdges(res *Result) {
 			if proxyEnv[strings.ToUpper(ev.Name)] {
 				continue
 			}
+			if !ev.Arg && telemetryExportVar(ev.Name) {
+				if len(ParseServiceRefs(ev.Value)) > 0 {
+					exports++
+					if exportExample == "" {
+						exportExample = envExample(pe, ev, ev.Value)
+					}
+				}
+				continue
+			}
 			sibling := siblingPort(pe.Env, ev)
-			for _, r := range ParseServiceRefs(ev.Value) {
+			value := ev.Value
+			if sibling > 0 && value != "" && !strings.ContainsAny(value, ":/,; \t\r\n") {
+				// A host variable's bare name beside its port (the OpenTelemetry demo's
+				// FLAGD_HOST=flagd with FLAGD_PORT=8013, its proxy's FRONTEND_HOST=frontend with
+				// FRONTEND_PORT=8080) is host:port split in two: read as such. Before, the bare
+				// name was a word and the call was lost.
+				value += ":" + strconv.Itoa(int(sibling))
+			}
+			exported := false
+			for _, r := range ParseServiceRefs(value) {
 				if r.Port == 0 && r.Scheme == "" {
 					r.Port = sibling
+				}
+				if telemetryPorts[r.Port] {
+					// An OTLP, Jaeger or Zipkin receiver's port: an exporter's endpoint whatever
+					// the variable's name (Online Boutique's COLLECTOR_SERVICE_ADDR
+					// "opentelemetrycollector:4317").
+					if !exported {
+						exported = true
+						exports++
+						if exportExample == "" {
+							exportExample = envExample(pe, ev, r.Name)
+						}
+					}
+					continue
 				}
 				ns := r.Namespace
 				if ns == "" {
@@ -517,11 +596,24 @@ func (d *discoverer) envEdges(res *Result) {
 					continue
 				}
 				a := d.acc(t)
-				p := a.proposal(upstreamName(to, pe.Namespace))
+				up := upstreamName(to, pe.Namespace)
+				p := a.proposal(up)
 				addSource(p, src)
 				if !inInput {
 					p.ServiceNotInInput = true
 				}
+				port := int32(0)
+				if svc != nil && r.Port != 0 && mixedPorts(svc, r.Port) {
+					port = r.Port
+				}
+				node := annotations.UpstreamNode(up, t.ns)
+				if a.ports == nil {
+					a.ports = map[string]map[int32]bool{}
+				}
+				if a.ports[node] == nil {
+					a.ports[node] = map[int32]bool{}
+				}
+				a.ports[node][port] = true
 			}
 		}
 	}
@@ -530,6 +622,9 @@ func (d *discoverer) envEdges(res *Result) {
 	}
 	if hosts > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) name a host under a top-level domain of the Internet (name.com, name.io) and the input holds no Service of such a namespace: hosts outside the cluster, not edges (e.g. %s)", hosts, hostExample))
+	}
+	if exports > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of telemetry exporters' variables (OTEL_EXPORTER_*, *OTLP*, *ZIPKIN*, *OTEL_COLLECTOR*, JAEGER_ENDPOINT, JAEGER_AGENT_HOST) or on a telemetry receiver's port (OTLP 4317, 4318, Zipkin 9411, Jaeger 14250, 14268, 6831, 6832) name where the SDK sends spans, metrics and logs, in batches off the requests' path: not edges (e.g. %s)", exports, exportExample))
 	}
 	if words > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))
@@ -599,6 +694,15 @@ func (d *discoverer) finish(res *Result) {
 				}
 			}
 			p.NotObserved = telemetry && env && !tel
+			if ps := a.ports[node]; len(ps) == 1 && !tel {
+				for port := range ps {
+					if port != 0 {
+						// The Service has ports Istio retries on and ports it does not: the
+						// port the app calls says which (analyze reads NAME:PORT so).
+						p.Upstream += ":" + strconv.Itoa(int(port))
+					}
+				}
+			}
 			wr.Discovered = append(wr.Discovered, *p)
 		}
 		declared := ""

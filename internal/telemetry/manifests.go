@@ -20,6 +20,8 @@ import (
 type ServicePort struct {
 	Name, AppProtocol string
 	Port              int32
+	// Protocol is the port's spec.ports[].protocol (TCP, UDP, SCTP), "" when not written.
+	Protocol string
 }
 
 // ServiceDef is a v1 Service read from the manifests, with what discover needs of it.
@@ -292,7 +294,7 @@ func (s *ManifestSet) AddObject(js []byte) error {
 			if p.AppProtocol != nil {
 				ap = *p.AppProtocol
 			}
-			d.Ports = append(d.Ports, ServicePort{Name: p.Name, AppProtocol: ap, Port: p.Port})
+			d.Ports = append(d.Ports, ServicePort{Name: p.Name, AppProtocol: ap, Port: p.Port, Protocol: string(p.Protocol)})
 		}
 		// A Service given twice is the later, as for workloads (addPod).
 		key := d.Namespace + "/" + d.Name

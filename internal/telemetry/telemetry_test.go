@@ -295,6 +295,12 @@ func TestParseServiceRefs(t *testing.T) {
 		{"dns:///api.example.com:443", "[]"},
 		{"dns:///", "[]"},
 		{"dns://8.8.8.8", "[]"},
+		// The xDS resolver's target (proxyless gRPC, Istio's grpc-agent template: istio.io
+		// "gRPC Proxyless Service Mesh"), same syntax: before, it named nothing.
+		{"xds:///echo.echo-grpc.svc.cluster.local:7070", "[{echo echo-grpc 7070 xds true}]"},
+		{"XDS:///order:9090", "[{order  9090 xds false}]"},
+		{"xds://control-plane/order:9090", "[{order  9090 xds false}]"},
+		{"xds:///", "[]"},
 	}
 	for _, c := range cases {
 		got := ParseServiceRefs(c.in)
@@ -323,6 +329,15 @@ func TestNonHTTPReason(t *testing.T) {
 		{ServiceRef{Name: "s", Port: 5432}, nil, "port 5432 (PostgreSQL): no HTTP retry applies"},
 		{ServiceRef{Name: "s"}, svc(ServicePort{Name: "mongo", Port: 27017}), "Service port 27017 is named mongo (a TCP protocol): no HTTP retry applies"},
 		{ServiceRef{Name: "s", Port: 8080}, svc(ServicePort{Name: "web", Port: 8080}), ""},
+		// "tcp" is Istio's opaque proxying, not the app's protocol (the OpenTelemetry demo's
+		// gRPC ports are all tcp-service): HTTP unless the name or number says otherwise.
+		// Before, nonHTTP, and the demo's whole gRPC call graph was left out.
+		{ServiceRef{Name: "s", Port: 8080}, svc(ServicePort{Name: "tcp-service", Port: 8080}), ""},
+		{ServiceRef{Name: "s", Port: 8080}, svc(ServicePort{Name: "tcp", Port: 8080}), ""},
+		{ServiceRef{Name: "s", Port: 8080}, svc(ServicePort{Name: "x", Port: 8080, AppProtocol: "tcp"}), ""},
+		{ServiceRef{Name: "s", Port: 5432}, svc(ServicePort{Name: "tcp-service", Port: 5432}), "port 5432 (PostgreSQL): no HTTP retry applies"},
+		{ServiceRef{Name: "s", Port: 7000}, svc(ServicePort{Name: "tcp-postgres", Port: 7000}), "Service port 7000 is named tcp-postgres (a TCP protocol): no HTTP retry applies"},
+		{ServiceRef{Name: "s", Port: 9000}, svc(ServicePort{Name: "tls-api", Port: 9000}), "Service port 9000 is named tls-api (a TCP protocol): no HTTP retry applies"},
 	}
 	for i, c := range cases {
 		if got := NonHTTPReason(c.ref, c.svc); got != c.want {
