@@ -527,20 +527,31 @@ func releasedBy(r, old *workload.Result, obj meshObject) []layeredEdge {
 // "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes
 // the calls reviews -> ratings (the object as sent gives them no route): they take 3 tries
 // (Istio default, no VirtualService binds ratings), which makes ...; keep a route of
-// VirtualService bookinfo/ratings for them with retries that fit, or lower the callers'
-// attempts".
+// VirtualService bookinfo/ratings for them with retries that fit, or lower Deployment
+// bookinfo/productpage retrycap.dev/upstreams reviews=3, or raise RetryPolicy bookinfo/bookinfo
+// spec.maxAmplification: 4" (the verdict's levers; over the time alone, its timeLevers).
 func (v meshVerdict) releasedMessage() string {
 	object, _, _ := strings.Cut(v.released, " spec.")
 	call := v.edge.from + " -> " + v.edge.to
 	if v.edge.from == "" {
 		call = "to the entrypoint " + v.edge.to
 	}
-	remedy := "lower the callers' attempts"
-	if v.levers != "" {
-		remedy = v.levers
-	}
+	remedy := v.remedy()
 	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or %s",
 		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object, remedy)
+}
+
+// remedy is v.levers, or, where the verdict has none, the policy's limit it is over: never "lower
+// the callers' attempts", which named no field and was wrong where they were at 1 (advice19) or
+// the time was a timeout's (adv20).
+func (v meshVerdict) remedy() string {
+	if v.levers != "" {
+		return v.levers
+	}
+	if v.judge == nil || !v.judge.Over {
+		return "raise " + v.policy.Ref().String() + " spec.maxTimeToAnswer"
+	}
+	return "raise " + v.policy.Ref().String() + " spec.maxAmplification"
 }
 
 // noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
@@ -1447,10 +1458,7 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 		if err != nil {
 			return msg
 		}
-		remedy := "lower the callers' attempts"
-		if v.levers != "" {
-			remedy = v.levers
-		}
+		remedy := v.remedy()
 		if v.ownTimeout != "" {
 			remedy = "the chain waits on its own timeout of " + v.ownTimeout + ": lower that"
 		}
