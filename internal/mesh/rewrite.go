@@ -3,6 +3,7 @@ package mesh
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -89,6 +90,23 @@ func Field(l Layer) (*Rewrite, error) {
 	return plan(l, 1)
 }
 
+// defaultError is PlanRewrite's error for a layer no object declares: the mesh's default, whose
+// lever is the object and field that set it (or turn it off), in its own unit. It said "lower
+// the caller's attempts", which leaves the default's tries as they are (adv20).
+func defaultError(l Layer, tries int64) error {
+	head := fmt.Sprintf("%s: no object declares these %d tries", l.Note, l.Tries)
+	switch l.Kind {
+	case Istio:
+		msg := fmt.Sprintf("%s, the mesh's default: declare the retries on the callee (a VirtualService route with retries.attempts: %d), or lower the default of every route that sets none (MeshConfig defaultHttpRetryPolicy.attempts: %d, ConfigMap %s/%s data.%s)",
+			head, tries-1, tries-1, IstioConfigNamespace, IstioConfigName, IstioConfigKey)
+		if strings.Contains(l.Note, "--istio-default-retries=") {
+			msg += ", and retrycap's --istio-default-retries with it"
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s, the mesh's default: declare the retries of the callee's route (%d tries)", head, tries)
+}
+
 func plan(l Layer, tries int64) (*Rewrite, error) {
 	kind, name, _ := strings.Cut(l.Object, " ")
 	if err := kindRewritable(l, tries); err != nil {
@@ -98,7 +116,7 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 	case kind == "Ingress" && l.Kind == Istio:
 		return nil, fmt.Errorf("%s: an Ingress has no retry field (Istio translates it with none, pilot/pkg/config/kube/ingress): route its paths through a VirtualService bound to the ingress gateway with retries.attempts: %d instead"+CapTail, l.Note, tries-1)
 	case l.Object == "" || l.FieldPath == "":
-		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
+		return nil, defaultError(l, tries)
 	case kind == "ConfigMap" && strings.Contains(l.Note, "defaultInboundHttpRetryPolicy"):
 		return nil, fmt.Errorf("%s: the policy is YAML inside %s %s: change defaultInboundHttpRetryPolicy.attempts to %d there, or its retryOn to %s alone (a reset before the app received the request adds no try)", l.Note, l.Object, l.FieldPath, tries-1, IstioInboundRetryOn)
 	case kind == "ConfigMap":

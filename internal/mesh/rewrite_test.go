@@ -228,8 +228,12 @@ func TestPlanRewriteRefuses(t *testing.T) {
 		tries int64
 		want  string
 	}{
+		// A mesh's default names the object and field that set it (adv20; it said "lower the
+		// caller's attempts", which leaves the default's tries as they are).
 		{Layer{Kind: Istio, Tries: 3, Default: true, Note: "Istio default, no VirtualService binds reviews"}, 1,
-			"Istio default, no VirtualService binds reviews: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0)"},
+			"Istio default, no VirtualService binds reviews: no object declares these 3 tries, the mesh's default: declare the retries on the callee (a VirtualService route with retries.attempts: 0), or lower the default of every route that sets none (MeshConfig defaultHttpRetryPolicy.attempts: 0, ConfigMap istio-system/istio data.mesh)"},
+		{Layer{Kind: Istio, Tries: 5, Default: true, Note: "Istio default --istio-default-retries=4, no VirtualService binds reviews"}, 2,
+			"Istio default --istio-default-retries=4, no VirtualService binds reviews: no object declares these 5 tries, the mesh's default: declare the retries on the callee (a VirtualService route with retries.attempts: 1), or lower the default of every route that sets none (MeshConfig defaultHttpRetryPolicy.attempts: 1, ConfigMap istio-system/istio data.mesh), and retrycap's --istio-default-retries with it"},
 		{Layer{Kind: Istio, Object: "ConfigMap istio-system/istio", FieldPath: "data.mesh", Tries: 5, Default: true, Note: "n"}, 2,
 			"n: the default is YAML inside ConfigMap istio-system/istio data.mesh: change defaultHttpRetryPolicy.attempts to 1 there, or declare the retries on the callee"},
 		{Layer{Kind: Istio, Object: "VirtualService a/b", FieldPath: "spec.http[0].retries.attempts", Tries: 2, Note: "VirtualService a/b spec.http[0].retries.attempts: 1"}, 2,

@@ -92,7 +92,7 @@ func TestSplitLayers(t *testing.T) {
 		{
 			// Every field at its fewest and still over: the default is named, with what to do.
 			name: "no fit: a default left", app: 1, layers: []Layer{defaultLayer("pay"), vsLayer("pay", 3)}, planned: 2,
-			want: "app 1; VirtualService shop/pay spec.http[0].retries.attempts: 2 -> 0" + zero + " (asked 1, gives 1); Istio default, no VirtualService binds pay: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 1); carries 3, does not fit, meshed true",
+			want: "app 1; VirtualService shop/pay spec.http[0].retries.attempts: 2 -> 0" + zero + " (asked 1, gives 1); Istio default, no VirtualService binds pay: no object declares these 3 tries, the mesh's default: declare the retries on the callee (a VirtualService route with retries.attempts: 1), or lower the default of every route that sets none (MeshConfig defaultHttpRetryPolicy.attempts: 1, ConfigMap istio-system/istio data.mesh); carries 3, does not fit, meshed true",
 		},
 		{
 			// A rule asked for 1 try gives 2 and says why, the edge left over.

@@ -83,6 +83,7 @@ func TestGateMeshLayers(t *testing.T) {
 	t.Run("a waypoint Gateway turned to take service traffic is judged", func(t *testing.T) { meshGateWaypointGateway(t, op) })
 	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
 	t.Run("a raised mesh timeout is judged against maxTimeToAnswer", func(t *testing.T) { meshGateTimeoutRaise(t, op) })
+	t.Run("a time verdict no count of tries fits names the timeouts, not the callers' attempts", func(t *testing.T) { meshGateTimeAdvice(t, op) })
 	t.Run("every route to an entrypoint is lowered at once", func(t *testing.T) { meshGateEntryRoutes(t, op) })
 	t.Run("a Gateway API rule is rewritten within its CRD", func(t *testing.T) { meshGateRuleFloor(t, op) })
 	t.Run("the status names an entry route at its floor and the edges below", func(t *testing.T) { statusEntryRouteFloor(t, op) })

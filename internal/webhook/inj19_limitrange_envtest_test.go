@@ -3,6 +3,9 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -13,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -168,6 +173,105 @@ var _ = Describe("inj19: pod injector, LimitRange defaults and a LimitRange the 
 		Expect(handle(&lagging)).To(HaveKeyWithValue(inject.SkippedAnnotation, skipOf(ns)))
 		Expect(lookup.lists).To(Equal(2))
 	})
+
+	// adv20: simultaneous misses of a namespace share one live list (singleflight), which ran on
+	// the first caller's context: the first admission request cancelled (its client gone), the
+	// list failed for every request joined to it, and they judged the pod without the LimitRange
+	// (injected, so the API server refused the pod). The list is held in a real API client's
+	// transport until both requests wait on it; the first is then cancelled. Now the list runs on
+	// a context of its own, each request waits on its own context, and the second request sees
+	// the LimitRange from the one list made.
+	It("a cancelled first request does not fail the live list the others wait on", func() {
+		const ns = "adv20-lr-cancel"
+		policyIn(ns)
+		stale, err := cache.New(cp.Config, cache.Options{Scheme: k8sClient.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = stale.Start(cctx)
+		}()
+		_, err = stale.GetInformer(cctx, &corev1.LimitRange{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(stale.WaitForCacheSync(cctx)).To(BeTrue())
+		stop()
+		Eventually(done).Should(BeClosed())
+		Expect(k8sClient.Create(ctx, limitRange(ns, "1Gi"))).To(Succeed())
+
+		// The live reader: a real client of the API server whose LimitRange lists wait for
+		// release (or their request's end).
+		release := make(chan struct{})
+		var held atomic.Int32
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/limitranges") {
+					held.Add(1)
+					select {
+					case <-release:
+					case <-req.Context().Done():
+						return nil, req.Context().Err()
+					}
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+		live, err := client.New(cfg, client.Options{Scheme: k8sClient.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		lookup := newLimitRangeLookup(stale, live, podInjector.log)
+		inj := *podInjector
+		inj.limitRanges = lookup
+
+		handle := func(hctx context.Context, uid string) admission.Response {
+			pod := app(ns, "app-"+uid)
+			pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: storage("1Gi"), Requests: storage("512Mi")}
+			raw, err := json.Marshal(pod)
+			if err != nil {
+				return admission.Errored(500, err)
+			}
+			return inj.Handle(hctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: types.UID(uid), Operation: admissionv1.Create,
+				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: ns, DryRun: ptrTrue(), Object: runtime.RawExtension{Raw: raw}}})
+		}
+		waiting := func() int {
+			lookup.mu.Lock()
+			defer lookup.mu.Unlock()
+			return lookup.waiting
+		}
+		firstCtx, cancelFirst := context.WithCancel(ctx)
+		defer cancelFirst()
+		first, second := make(chan admission.Response, 1), make(chan admission.Response, 1)
+		go func() { first <- handle(firstCtx, "first") }()
+		Eventually(held.Load).Should(Equal(int32(1)), "the first request's live list reached the transport")
+		go func() { second <- handle(ctx, "second") }()
+		Eventually(waiting).Should(Equal(2), "the second request asked for the live list")
+		cancelFirst()
+		Eventually(first).Should(Receive())
+		close(release)
+		var resp admission.Response
+		Eventually(second).Should(Receive(&resp))
+		Expect(resp.Allowed).To(BeTrue(), "%v", resp.Result)
+		p, err := json.Marshal(resp.Patches)
+		Expect(err).NotTo(HaveOccurred())
+		decoded, err := jsonpatch.DecodePatch(p)
+		Expect(err).NotTo(HaveOccurred())
+		pod := app(ns, "app-second")
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: storage("1Gi"), Requests: storage("512Mi")}
+		raw, err := json.Marshal(pod)
+		Expect(err).NotTo(HaveOccurred())
+		applied, err := decoded.Apply(raw)
+		Expect(err).NotTo(HaveOccurred())
+		var out corev1.Pod
+		Expect(json.Unmarshal(applied, &out)).To(Succeed())
+		Expect(out.Annotations).To(HaveKeyWithValue(inject.SkippedAnnotation, skipOf(ns)))
+		Expect(held.Load()).To(Equal(int32(1)), "one live list for both requests")
+		Expect(lookup.lists).To(Equal(1))
+	})
 })
 
 func ptrTrue() *bool { b := true; return &b }
+
+// roundTripFunc is an http.RoundTripper of a function (a transport wrapper of the tests).
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -42,6 +42,7 @@ type limitRangeLookup struct {
 	mu      sync.Mutex
 	entries map[string]liveLimitRanges
 	lists   int // live lists made, for the tests
+	waiting int // callers that asked for a live list, for the tests
 }
 
 type liveLimitRanges struct {
@@ -68,8 +69,15 @@ func (l *limitRangeLookup) List(ctx context.Context, ns string) ([]corev1.LimitR
 	if ok && l.now().Before(e.expiry) {
 		return e.items, nil
 	}
-	v, err, _ := l.group.Do(ns, func() (any, error) {
-		lctx, cancel := context.WithTimeout(ctx, limitRangeLiveWait)
+	// The shared list runs on a context of its own (the first caller's values, not its
+	// cancellation) and each caller waits on its own: a first admission request cancelled
+	// (its client gone, its webhook timeout) failed the list for every request joined to it,
+	// which then judged the pod without the LimitRange (adv20).
+	l.mu.Lock()
+	l.waiting++
+	l.mu.Unlock()
+	ch := l.group.DoChan(ns, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitRangeLiveWait)
 		defer cancel()
 		var live corev1.LimitRangeList
 		if err := l.live.List(lctx, &live, client.InNamespace(ns)); err != nil {
@@ -78,6 +86,14 @@ func (l *limitRangeLookup) List(ctx context.Context, ns string) ([]corev1.LimitR
 		l.store(ns, live.Items)
 		return live.Items, nil
 	})
+	var v any
+	var err error
+	select {
+	case res := <-ch:
+		v, err = res.Val, res.Err
+	case <-ctx.Done():
+		err = fmt.Errorf("waiting for the live list of the LimitRanges of namespace %s: %w", ns, context.Cause(ctx))
+	}
 	if err != nil {
 		l.log.Error(err, "listing the LimitRanges from the API server (the cache has none): judging the pod without them", "namespace", ns)
 		return cached.Items, nil

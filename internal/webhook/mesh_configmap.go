@@ -135,9 +135,38 @@ type configMapVerdict struct {
 	// the write raised that key; keep < plan.min: none fits).
 	keep    int64
 	planned bool
+	// levers, when no value of the key fits, name what else can change (configMapPlan.levers).
+	levers string
 	// extra is the message after the policy's name, when the kind writes its own
 	// (mesh_serviceentry.go: the entry's host, the chain and the VirtualService that lowers it).
 	extra string
+}
+
+// levers names, for a verdict no value of the key fits, what else can bring e's chain within p,
+// judged with the key at its fewest (what "even ... does not fit" names): the chain's other
+// factors and layers by the fields that set them (workload.Result.Levers, the ConfigMap's own
+// left out) when it is over the cap, the timeouts it waits on (timeLevers) when over the time
+// alone; the policy's maximum in any case. It said "lower the chain's other layers or the
+// callers' attempts", naming none of them (adv20).
+func (pl *configMapPlan) levers(p judgedPolicy, obj meshObject, oldSet *mesh.Set, e raised) string {
+	fallback := "raise " + p.Ref().String() + " spec.maxAmplification or spec.maxTimeToAnswer"
+	data, err := pl.with(pl.min)
+	if err != nil {
+		return fallback
+	}
+	set, err := withObject(oldSet, obj, data)
+	if err != nil {
+		return fallback
+	}
+	r := p.build(set)
+	skip := workload.LeverSkip{Object: obj.id()}
+	if j := judgeAt(r, e); j.Over {
+		return r.Levers(j.Path, j.Factors, skip)
+	}
+	if tj := timeAt(p, r, e); tj != nil {
+		return timeLevers(r, set, tj, skip, "")
+	}
+	return fallback
 }
 
 // configMapPlan is the tries key a ConfigMap write raised, and how to write another value of it:
@@ -292,6 +321,9 @@ func DecideMeshConfigMap(in MeshInput) MeshDecision {
 		v, e, over := judgeConfigMap(p, oldSet, newSet)
 		if over && plan != nil {
 			v.keep, v.planned = plan.keep(p, obj, oldSet, e), true
+			if v.keep < plan.min {
+				v.levers = plan.levers(p, obj, oldSet, e)
+			}
 		}
 		return v, over
 	}
@@ -302,7 +334,7 @@ func DecideMeshConfigMap(in MeshInput) MeshDecision {
 		case v.keep >= plan.min:
 			msg += fmt.Sprintf("; %s may keep %s: %s", obj.id(), plan.key, plan.render(v.keep))
 		default:
-			msg += fmt.Sprintf("; even %s %s: %s does not fit: lower the chain's other layers or the callers' attempts", obj.id(), plan.key, plan.render(plan.min))
+			msg += fmt.Sprintf("; even %s %s: %s does not fit: %s", obj.id(), plan.key, plan.render(plan.min), v.levers)
 		}
 		if v.policy.Spec().Enforcement == v1alpha1.EnforcementRewrite {
 			msg += " (refused although enforcement is Rewrite: retrycap does not rewrite a ConfigMap, whose owner would write it back; lower the value)"

@@ -122,12 +122,14 @@ metadata: {name: bookinfo, labels: {istio-injection: enabled}}`
 		},
 		{
 			// istio's own 3 retries keep the chain over: the canary's value alone cannot fix it.
+			// The advice names istio's MeshConfig and the cap (adv20; it said "lower the
+			// chain's other layers or the callers' attempts", the callers at 1).
 			name: "Istio: no value of the raised MeshConfig fits", cluster: []string{istioNS, meshConfigYAML("istio", "", attempts("3"))},
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 10, "")},
 			object:   meshConfigYAML("istio-canary", ", labels: {istio.io/rev: canary}", attempts("4")),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: ConfigMap istio-system/istio-canary data[\"mesh\"] defaultHttpRetryPolicy.attempts: unset -> 4 makes " +
 				"productpage -x5-> reviews -x5-> ratings = 25 > cap 10; even ConfigMap istio-system/istio-canary defaultHttpRetryPolicy.attempts: 0 does not fit: " +
-				"lower the chain's other layers or the callers' attempts"},
+				"lower ConfigMap istio-system/istio data.mesh (4 tries), or raise RetryPolicy bookinfo/bookinfo spec.maxAmplification: 10"},
 		},
 		{
 			name: "Istio: a raised per-try timeout is judged against maxTimeToAnswer", cluster: []string{istioNS, meshConfigYAML("istio", "", "    defaultHttpRetryPolicy: {attempts: 1, perTryTimeout: 1s}\n")},

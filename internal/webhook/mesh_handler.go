@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -115,13 +116,13 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 		// Behind the match condition, written from an earlier Set: not a ConfigMap read now.
 		return admission.Allowed("")
 	}
-	raw, err := withNamespace(req.Object.Raw, req.Namespace)
+	raw, generated, err := withIdentity(req.Object.Raw, req.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 	}
 	var old []byte
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		if old, err = withNamespace(req.OldObject.Raw, req.Namespace); err != nil {
+		if old, _, err = withIdentity(req.OldObject.Raw, req.Namespace); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 		}
 	}
@@ -157,6 +158,7 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 	} else {
 		d = DecideMesh(in)
 	}
+	d = d.renamed(generated)
 	return verdictResponse(d.Allowed, d.Message, d.Warnings, d.Patch)
 }
 
@@ -200,34 +202,69 @@ func (g *MeshGate) affectedPolicies(ctx context.Context, bears MeshBearing) ([]*
 	return out, nil
 }
 
-// withNamespace returns raw with metadata.namespace set to ns when the object leaves it out (a
-// create may: the request path names it).
-func withNamespace(raw []byte, ns string) ([]byte, error) {
+// renamed is d with the stand-in of a name still to be generated (withIdentity) written as the
+// user can read it, "ratings-<generated>", as renameStandIn writes a workload's.
+func (d MeshDecision) renamed(generated string) MeshDecision {
+	if generated == "" {
+		return d
+	}
+	d.Message = strings.ReplaceAll(d.Message, generated+standInSuffix, generated+"<generated>")
+	d.Warnings = slices.Clone(d.Warnings)
+	for i, w := range d.Warnings {
+		d.Warnings[i] = strings.ReplaceAll(w, generated+standInSuffix, generated+"<generated>")
+	}
+	return d
+}
+
+// withIdentity is raw with what the API server fills in after the mutating webhooks: its
+// namespace (the request's) where it has none, and, for a name still to be generated
+// (generateName alone), a stand-in, generated (generateName cut as the API server cuts it) and
+// standInSuffix, which no generated name ends with; generated is "" for a named object. The mesh
+// gate refused such an object, "VirtualService object without metadata.name", whatever its
+// routes (adv20). The object is re-encoded only then, its numbers kept as written (UseNumber).
+func withIdentity(raw []byte, ns string) (out []byte, generated string, err error) {
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("the request carries no object")
+		return nil, "", fmt.Errorf("the request carries no object")
 	}
 	var m struct {
 		Metadata struct {
-			Namespace string `json:"namespace"`
+			Name         string `json:"name"`
+			GenerateName string `json:"generateName"`
+			Namespace    string `json:"namespace"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if m.Metadata.Namespace != "" || ns == "" {
-		return raw, nil
+	setNS := m.Metadata.Namespace == "" && ns != ""
+	if m.Metadata.Name == "" && m.Metadata.GenerateName != "" {
+		generated = m.Metadata.GenerateName
+		if len(generated) > maxGeneratedBase {
+			generated = generated[:maxGeneratedBase]
+		}
 	}
+	if !setNS && generated == "" {
+		return raw, "", nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
+	if err := dec.Decode(&doc); err != nil {
+		return nil, "", err
 	}
 	md, _ := doc["metadata"].(map[string]any)
 	if md == nil {
 		md = map[string]any{}
 		doc["metadata"] = md
 	}
-	md["namespace"] = ns
-	return json.Marshal(doc)
+	if setNS {
+		md["namespace"] = ns
+	}
+	if generated != "" {
+		md["name"] = generated + standInSuffix
+	}
+	out, err = json.Marshal(doc)
+	return out, generated, err
 }
 
 // meshConfigurer keeps MeshWebhookConfiguration in line with the APIs the watcher reads: rules

@@ -527,20 +527,31 @@ func releasedBy(r, old *workload.Result, obj meshObject) []layeredEdge {
 // "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes
 // the calls reviews -> ratings (the object as sent gives them no route): they take 3 tries
 // (Istio default, no VirtualService binds ratings), which makes ...; keep a route of
-// VirtualService bookinfo/ratings for them with retries that fit, or lower the callers'
-// attempts".
+// VirtualService bookinfo/ratings for them with retries that fit, or lower Deployment
+// bookinfo/productpage retrycap.dev/upstreams reviews=3, or raise RetryPolicy bookinfo/bookinfo
+// spec.maxAmplification: 4" (the verdict's levers; over the time alone, its timeLevers).
 func (v meshVerdict) releasedMessage() string {
 	object, _, _ := strings.Cut(v.released, " spec.")
 	call := v.edge.from + " -> " + v.edge.to
 	if v.edge.from == "" {
 		call = "to the entrypoint " + v.edge.to
 	}
-	remedy := "lower the callers' attempts"
-	if v.levers != "" {
-		remedy = v.levers
-	}
+	remedy := v.remedy()
 	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or %s",
 		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object, remedy)
+}
+
+// remedy is v.levers, or, where the verdict has none, the policy's limit it is over: never "lower
+// the callers' attempts", which named no field and was wrong where they were at 1 (advice19) or
+// the time was a timeout's (adv20).
+func (v meshVerdict) remedy() string {
+	if v.levers != "" {
+		return v.levers
+	}
+	if v.judge == nil || !v.judge.Over {
+		return "raise " + v.policy.Ref().String() + " spec.maxTimeToAnswer"
+	}
+	return "raise " + v.policy.Ref().String() + " spec.maxAmplification"
 }
 
 // noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
@@ -739,6 +750,8 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 			v.keepBound = zeroBound(v.layer, v.keep, raw)
 		} else if v.judge.Over {
 			v.levers = r.Levers(v.judge.Path, v.judge.Factors, workload.LeverSkip{Object: v.layer.Object})
+		} else if v.time != nil && v.ownTimeout == "" {
+			v.levers = floorTimeLevers(p, obj, set, raw, r, v)
 		}
 		return v, true
 	}
@@ -750,6 +763,8 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		v := meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}
 		if j.Over {
 			v.levers = r.Levers(j.Path, j.Factors, workload.LeverSkip{Layers: [2]string{e.from, e.to}})
+		} else {
+			v.levers = timeLevers(r, set, tj, workload.LeverSkip{}, "")
 		}
 		return v, true
 	}
@@ -765,6 +780,61 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		return v, true
 	}
 	return judgeTimeRaise(p, obj, oldSet, set, false)
+}
+
+// floorTimeLevers names, for a verdict over maxTimeToAnswer alone that no count of the layer's
+// tries fits, what else can shorten the chain, judged with the layer at its fewest tries (what
+// "even ... does not fit" names): timeLevers of the chain then, or of the chain as sent when the
+// layer cannot be lowered. "Lower the callers' attempts" was said of a time no attempt of theirs
+// made (adv20): a time's levers are timeouts and the policy's maximum.
+func floorTimeLevers(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, r *workload.Result, v meshVerdict) string {
+	skip := workload.LeverSkip{Object: v.layer.Object}
+	if floor := mesh.MinTries(v.layer); floor < v.layer.Tries {
+		if _, next, fr, ok := lowerOnEdge(p, obj, set, raw, v.edge, floor); ok {
+			if tj := timeAt(p, fr, v.edge); tj != nil {
+				return timeLevers(fr, next, tj, skip, v.timeFrom)
+			}
+		}
+	}
+	return timeLevers(r, set, v.time, skip, v.timeFrom)
+}
+
+// timeLevers is workload.Result.TimeLevers of tj's chain: the timeouts of the route it waits on
+// longest (waitRoute), the application attempts on it above 1, or the policy's maximum raised to
+// the chain's time: "lower the timeouts of VirtualService bookinfo/ratings spec.http[1] (1 try,
+// per-try timeout unset, timeout 1m0s), or raise RetryPolicy bookinfo/bookinfo
+// spec.maxTimeToAnswer: 1m0s". waitSaid, the message's waitClause, says the route's bounds
+// already: the lever names the route alone then.
+func timeLevers(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement, skip workload.LeverSkip, waitSaid string) string {
+	if tj == nil {
+		return ""
+	}
+	path := tj.Chain.Path
+	factors := []int64{tj.Chain.ClientAttempts}
+	for k := 1; k < len(path); k++ {
+		ge, _ := r.Graph.Edge(path[k-1], path[k])
+		factors = append(factors, ge.Attempts)
+	}
+	wait := ""
+	if w, ok := waitRoute(r, set, tj); ok {
+		name := w.lt.Source
+		if name == "" || !strings.HasPrefix(name, w.layer.Object) {
+			name = routeOf(w.layer)
+		}
+		wait = "the timeouts of " + name
+		if waitSaid == "" {
+			wait += fmt.Sprintf(" (%s, %s)", triesWord(w.layer.Tries), describeBounds(w.lt))
+		}
+	}
+	return r.TimeLevers(path, factors, skip, wait, tj.Chain.Time)
+}
+
+// triesWord is "1 try" or "N tries".
+func triesWord(n int64) string {
+	if n == 1 {
+		return "1 try"
+	}
+	return strconv.FormatInt(n, 10) + " tries"
 }
 
 // keepOn is the largest number of tries below hi of the object's layers on e that takes e's
@@ -1388,10 +1458,7 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 		if err != nil {
 			return msg
 		}
-		remedy := "lower the callers' attempts"
-		if v.levers != "" {
-			remedy = v.levers
-		}
+		remedy := v.remedy()
 		if v.ownTimeout != "" {
 			remedy = "the chain waits on its own timeout of " + v.ownTimeout + ": lower that"
 		}

@@ -229,11 +229,16 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 		keys = mesh.WaypointGatewayKeys()
 	}
 	keys = membershipKeys(keys, istio, linkerd)
+	var generated string // the incoming object's generateName, when it has no name yet
 	read := func(raw []byte, what string) ([]byte, error) {
 		var err error
 		if !isNamespace {
-			if raw, err = withNamespace(raw, ns); err != nil {
+			var g string
+			if raw, g, err = withIdentity(raw, ns); err != nil {
 				return nil, err
+			}
+			if what == "the incoming" {
+				generated = g
 			}
 		}
 		if raw, err = forMeshes(raw, istio, linkerd); err != nil {
@@ -282,6 +287,7 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 		in.Namespaces[p.Namespace] = MeshNamespace{Workloads: g.index.Parsed(p.Namespace), Services: g.index.Services(p.Namespace)}
 	}
 	d := DecideMeshMembership(in, keys)
+	d = d.renamed(generated)
 	return verdictResponse(d.Allowed, d.Message, d.Warnings, nil)
 }
 

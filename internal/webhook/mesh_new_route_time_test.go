@@ -108,7 +108,7 @@ spec:
 			name: "Reject: the whole VirtualService created with both routes", cluster: []string{altIstioNS, reviews},
 			policies: policy(v1alpha1.EnforcementReject), object: vs(slow("60s")),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 makes " + over60 +
-				"; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the callers' attempts" +
+				"; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the timeouts of VirtualService bookinfo/ratings spec.http[1], or raise RetryPolicy bookinfo/bookinfo spec.maxTimeToAnswer: 1m0s" +
 				"; the wait over maxTimeToAnswer comes from reviews -> ratings: VirtualService bookinfo/ratings spec.http[1] (1 try, per-try timeout unset, timeout 1m0s)"},
 		},
 		{
@@ -156,7 +156,7 @@ spec:
 			name: "Reject: a whole Gateway API route created with a rule of 60s", cluster: []string{altIstioNS, svc, reviews},
 			policies: policy(v1alpha1.EnforcementReject), object: hr(rule),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 2 makes " + over60 +
-				"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)" +
+				"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the timeouts of HTTPRoute bookinfo/ratings spec.rules[1], or raise RetryPolicy bookinfo/bookinfo spec.maxTimeToAnswer: 1m0s (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)" +
 				"; the wait over maxTimeToAnswer comes from reviews -> ratings: HTTPRoute bookinfo/ratings spec.rules[1] (2 tries, per-try timeout unset, timeout 1m0s)"},
 		},
 		{

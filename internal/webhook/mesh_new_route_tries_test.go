@@ -123,7 +123,9 @@ spec:
 // maxTimeToAnswer, but the time is another route's: a route of the same VirtualService of one
 // try and a timeout of 60s, or the VirtualService of the hop above. The message named the
 // counted route alone and, no count of it fitting, told to lower the callers' attempts; it now
-// also names the hop and the route the chain waits on, with its bounds (waitSource).
+// also names the hop and the route the chain waits on, with its bounds (waitSource), and its remedy
+// is that route's timeouts or the policy's maxTimeToAnswer (adv20; it still said "lower the
+// callers' attempts", which made none of the time).
 func TestDecideMeshWaitElsewhere(t *testing.T) {
 	ratings := func(attempts, timeout, second string) string { // timeout: its YAML line, or ""
 		return `apiVersion: networking.istio.io/v1
@@ -167,7 +169,7 @@ spec:
 			name:    "another route of the object: spec.http[1]'s 60s",
 			cluster: []string{altIstioNS, reviews("0"), ratings("1", "    timeout: 3s\n", slow)}, object: ratings("2", "    timeout: 3s\n", slow), old: ratings("1", "    timeout: 3s\n", slow),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 makes productpage 1m0s -> reviews 1m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s" +
-				"; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the callers' attempts" +
+				"; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the timeouts of VirtualService bookinfo/ratings spec.http[1], or raise RetryPolicy bookinfo/bookinfo spec.maxTimeToAnswer: 1m0s" +
 				"; the wait over maxTimeToAnswer comes from reviews -> ratings: VirtualService bookinfo/ratings spec.http[1] (1 try, per-try timeout unset, timeout 1m0s)"},
 		},
 		{

@@ -1,8 +1,10 @@
 package workload
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +22,7 @@ import (
 // and the tries were a mesh route's. skip says what is the judged object's own; own are edges r
 // does not record (the incoming workload's, IncomingEdges), read in place of r's.
 func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...MeshEdge) string {
-	return leversOr(r.leverList(path, factors, skip, own), fmt.Sprintf("%s spec.maxAmplification: %d", r.Policy.Ref(), r.Cap))
+	return leversOr(boundLevers(r.leverList(path, factors, skip, own)), fmt.Sprintf("%s spec.maxAmplification: %d", r.Policy.Ref(), r.Cap))
 }
 
 // TimeLevers is Levers for a chain over the policy's maxTimeToAnswer (path and factors as
@@ -33,7 +35,7 @@ func (r *Result) Levers(path []string, factors []int64, skip LeverSkip, own ...M
 // bound, which the tries of another route of the hop do not lengthen (advice19).
 func (r *Result) TimeLevers(path []string, factors []int64, skip LeverSkip, wait string, need time.Duration) string {
 	skip.AppOnly = true
-	out := r.leverList(path, factors, skip, nil)
+	out := boundLevers(r.leverList(path, factors, skip, nil))
 	if wait != "" {
 		out = append([]string{wait}, out...)
 	}
@@ -51,16 +53,60 @@ func leversOr(out []string, limit string) string {
 	return "lower " + strings.Join(out, ", ") + ", or raise " + limit
 }
 
+// MaxLevers is how many levers a message names: those of the most tries, in the chain's order,
+// then how many more there are ("and 30 more of at most 2 tries each"). A 40-hop chain named 38
+// fields: its Audit warning (5,247 bytes) was over what the API server keeps of a request's
+// warnings (k8s.io/apiserver pkg/endpoints/filters/warning.go: past 4,096 runes in all, each is
+// cut to 256), so the gate's budget cut it mid-lever, the policy's maximum and the mode with it
+// (adv20).
+const MaxLevers = 8
+
+// lever is one field Levers names, with the tries it multiplies the chain by.
+type lever struct {
+	text  string
+	tries int64
+}
+
+// boundLevers is ls's texts, at most MaxLevers of them (the most tries first chosen, ties in the
+// chain's order, shown in the chain's order) and a last item saying how many more there are.
+func boundLevers(ls []lever) []string {
+	out := make([]string, 0, min(len(ls), MaxLevers+1))
+	if len(ls) <= MaxLevers {
+		for _, l := range ls {
+			out = append(out, l.text)
+		}
+		return out
+	}
+	idx := make([]int, len(ls))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ls[b].tries, ls[a].tries) })
+	keep := make([]bool, len(ls))
+	for _, i := range idx[:MaxLevers] {
+		keep[i] = true
+	}
+	most := int64(0)
+	for i, l := range ls {
+		if keep[i] {
+			out = append(out, l.text)
+		} else {
+			most = max(most, l.tries)
+		}
+	}
+	return append(out, fmt.Sprintf("and %d more of at most %d tries each", len(ls)-MaxLevers, most))
+}
+
 // leverList is Levers' list of fields, in the chain's order.
-func (r *Result) leverList(path []string, factors []int64, skip LeverSkip, own []MeshEdge) []string {
-	var out []string
-	add := func(s string) {
+func (r *Result) leverList(path []string, factors []int64, skip LeverSkip, own []MeshEdge) []lever {
+	var out []lever
+	add := func(s string, tries int64) {
 		for _, o := range out {
-			if o == s {
+			if o.text == s {
 				return
 			}
 		}
-		out = append(out, s)
+		out = append(out, lever{s, tries})
 	}
 	layers := func(m MeshEdge, from, to string) {
 		if [2]string{from, to} == skip.Layers || skip.AppOnly {
@@ -70,10 +116,10 @@ func (r *Result) leverList(path []string, factors []int64, skip LeverSkip, own [
 			switch {
 			case l.Tries <= 1 || l.Object != "" && l.Object == skip.Object:
 			case l.Object != "" && l.FieldPath != "":
-				add(fmt.Sprintf("%s %s (%d tries)", l.Object, l.FieldPath, l.Tries))
+				add(fmt.Sprintf("%s %s (%d tries)", l.Object, l.FieldPath, l.Tries), l.Tries)
 			default:
 				// A default no object writes: the route to declare is the lever.
-				add(fmt.Sprintf("the %d tries of %s -> %s (%s)", l.Tries, from, to, l.Note))
+				add(fmt.Sprintf("the %d tries of %s -> %s (%s)", l.Tries, from, to, l.Note), l.Tries)
 			}
 		}
 	}
@@ -85,7 +131,7 @@ func (r *Result) leverList(path []string, factors []int64, skip LeverSkip, own [
 			app = m.App
 		}
 		if app > 1 {
-			add(r.entryLever(path[0], app))
+			add(r.entryLever(path[0], app), app)
 		}
 	}
 	for k := 1; k < len(path) && k < len(factors); k++ {
@@ -108,7 +154,7 @@ func (r *Result) leverList(path []string, factors []int64, skip LeverSkip, own [
 			continue
 		}
 		for _, c := range r.callers(from, to) {
-			add(c)
+			add(c.text, c.tries)
 		}
 	}
 	return out
@@ -142,8 +188,8 @@ func (r *Result) entryLever(node string, n int64) string {
 // callers are the selected workloads whose edges leave node from and declare to with more than
 // 1 attempt, each as its annotation's entry: "Deployment shop/gateway retrycap.dev/upstreams
 // order=5" (the policy's default where the entry writes no count: "order (default 3)").
-func (r *Result) callers(from, to string) []string {
-	var out []string
+func (r *Result) callers(from, to string) []lever {
+	var out []lever
 	def := defaultAttempts(r.Policy.Spec())
 	for _, x := range r.kept {
 		at := false
@@ -169,9 +215,9 @@ func (r *Result) callers(from, to string) []string {
 			}
 			switch {
 			case u.Attempts > 1:
-				out = append(out, fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, name, u.Attempts))
+				out = append(out, lever{fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, name, u.Attempts), int64(u.Attempts)})
 			case u.Attempts == 0 && def > 1:
-				out = append(out, fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, name, def))
+				out = append(out, lever{fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, name, def), def})
 			}
 		}
 	}

@@ -136,7 +136,7 @@ func TestChainFixText(t *testing.T) {
 			"frontend: cart=1; HTTPRoute shop/cart spec.rules[0].retry.attempts: unset (2) -> 1; frontend -> cart: Istio default, HTTPRoute shop/cart spec.rules[0] sets no retry: " + strings.ReplaceAll(ruleErr, "shop/db", "shop/cart") +
 				"; HTTPRoute shop/db spec.rules[0].retry.attempts: unset (2) -> 1; cart -> db: Istio default, HTTPRoute shop/db spec.rules[0] sets no retry: " + ruleErr + "; no rewrite fits: with every retry at its fewest this chain carries 4 > cap 3"},
 		{"a default below a rule: by hand", 2, rule("cart"), def("db"), 1,
-			"HTTPRoute shop/cart spec.rules[0].retry.attempts: unset (2) -> 1; cart -> db: Istio default, no VirtualService binds db: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0)"},
+			"HTTPRoute shop/cart spec.rules[0].retry.attempts: unset (2) -> 1; cart -> db: Istio default, no VirtualService binds db: no object declares these 3 tries, the mesh's default: declare the retries on the callee (a VirtualService route with retries.attempts: 0), or lower the default of every route that sets none (MeshConfig defaultHttpRetryPolicy.attempts: 0, ConfigMap istio-system/istio data.mesh)"},
 		// A default whose 3 tries fit under cap 6: the planner keeps them and lowers the rule
 		// above (before: the rule kept 3, the default was asked for 2, which no object gives).
 		{"a default kept, the rule above lowered", 6, rule("cart"), def("db"), 1,

@@ -269,7 +269,7 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 	const fix = "MeshRetry shop/orders-retry spec.to[0].default.http.numRetries: 2 -> 1; Resiliency shop/payments spec.policies.retries.once.maxRetries: 1 -> 0; " +
 		"payment -> ledger: Consul ServiceRouter shop/ledger numRetries 2: ServiceRouter shop/ledger spec.routes[0].destination.numRetries cannot give 1 try (0 is unset, Envoy's 1 retry): " +
 		"remove retryOn, retryOnConnectFailure and retryOnStatusCodes of spec.routes[0].destination; " +
-		"ledger -> audit: Istio default, no VirtualService binds audit: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0); " +
+		"ledger -> audit: Istio default, no VirtualService binds audit: no object declares these 3 tries, the mesh's default: declare the retries on the callee (a VirtualService route with retries.attempts: 0), or lower the default of every route that sets none (MeshConfig defaultHttpRetryPolicy.attempts: 0, ConfigMap istio-system/istio data.mesh); " +
 		"Deployment shop/audit container app env AWS_MAX_ATTEMPTS: unset (3) -> 1"
 	g.Expect(capped.Violations[0].Suggestion).To(Equal(fix))
 	setSpec("maxAmplification", int64(2))
