@@ -398,4 +398,3 @@ func (cc *cconn) stopLoop() {
 		p.Post(func() { l.end(cc, loopEnd) })
 	}
 }
-

@@ -9,4 +9,5 @@ type loopSys struct{}
 func (h *Handler) deal(*cconn, *sockReader, []byte) bool { return false }
 
 func (cc *cconn) stopLoop() {}
+
 type rloop struct{}

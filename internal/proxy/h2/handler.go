@@ -138,8 +138,8 @@ type Handler struct {
 	loopOnce sync.Once
 	loops    []*rloop
 	nextLoop atomic.Uint32
-	rconns  map[*cconn]struct{} // the relay's client connections
-	rpools  sync.Map            // the relay's upstream addresses -> *rpool
+	rconns   map[*cconn]struct{} // the relay's client connections
+	rpools   sync.Map            // the relay's upstream addresses -> *rpool
 	// The relay's connections with writes not flushed yet (batchconn.go).
 	dmu        sync.Mutex
 	dirty      []*batchConn
