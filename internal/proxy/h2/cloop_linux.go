@@ -64,8 +64,9 @@ const (
 	// size the relay reads.
 	loopBuf = 64 << 10
 	// pendCap is what a connection's pending frame may take: a frame of
-	// the largest size and its header, and room for the next receive.
-	pendCap = 2 * (relayMaxFrame + frameHeaderLen)
+	// the largest size and its header (what is left of a frame always
+	// fits behind its start).
+	pendCap = relayMaxFrame + frameHeaderLen
 	// maxRecvs is the most receives one connection gets per turn; one
 	// that had more waiting is served again on the next turn, after the
 	// others (a client sending without pause does not hold the loop).
