@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -113,6 +114,11 @@ func (k *parked) poll(fd uintptr) bool {
 			return true
 		}
 		if again || n == len(ev) {
+			// Other goroutines run first (the loop shares its P with
+			// those its turns give work to: with GOMAXPROCS=1 the upstream
+			// readers the requests it read go to); a loop that is never
+			// idle would otherwise hold the P until it is preempted.
+			runtime.Gosched()
 			continue
 		}
 		if !dl.Equal(k.armd) {
