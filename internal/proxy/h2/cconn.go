@@ -160,8 +160,13 @@ type cconn struct {
 	cw     *batchConn
 	rd     clientReader
 	br     *bufio.Reader
-	hr     *hreader // the reader goroutine's
+	hr     *hreader // the reader goroutine's, or the event loop's
 	target string
+	// lr is the connection's read state when an event loop reads it
+	// (cloop.go); verdict is how the loop hands it back to ServeConn's
+	// goroutine at its end (loopEnd, loopHalfOpen).
+	lr      loopRead
+	verdict chan int
 
 	mu      sync.Mutex
 	out     *frameOut
@@ -251,9 +256,9 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 		h: h, nc: c, cw: newBatchConn(h, c), target: target,
 		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
 		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(), wake: make(chan struct{}, 1),
+		verdict: make(chan int, 1),
 	}
 	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
-	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
 	cc.cw.onFail = func(err error) {
 		if errors.Is(err, errStuck) || errors.Is(err, os.ErrDeadlineExceeded) {
 			cc.endByProxy()
@@ -268,7 +273,29 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 		return
 	}
 	defer h.relayDel(cc)
+	held, sock, ok := takeHeld(c)
+	if ok && h.deal(cc, sock, held) {
+		cc.serveLoop()
+		return
+	}
+	cc.rd.held, cc.rd.sock, cc.rd.via = held, sock, readWrapped
+	if ok {
+		cc.rd.via = readHeld
+	}
+	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
 	cc.serve()
+}
+
+// serveLoop serves a connection an event loop reads (deal): it waits for
+// the loop's verdict, and does what could wait (the answers of a client
+// that half-closed, the close) here, not on the loop.
+func (cc *cconn) serveLoop() {
+	defer close(cc.done)
+	defer cc.h.flushDirty()
+	defer cc.teardown()
+	if <-cc.verdict == loopHalfOpen {
+		cc.waitAnswers()
+	}
 }
 
 func (cc *cconn) serve() {
@@ -283,21 +310,7 @@ func (cc *cconn) serve() {
 		return
 	}
 	fr := http2.NewFramer(cc.cw, cc.br)
-	fr.SetMaxReadFrameSize(relayMaxFrame)
-	fr.SetReuseFrames()
-	cc.hr = newHReader(fr, relayMaxHeaderList)
-	cc.mu.Lock()
-	cc.out = newFrameOut(fr)
-	_ = fr.WriteSettings(
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cc.h.cfg.MaxConcurrentStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
-	)
-	_ = fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
-	cc.lastRead.Store(int64(time.Since(cc.born)))
-	cc.ka = time.AfterFunc(time.Hour, cc.keepalive)
-	cc.armKeepalive(time.Since(cc.born))
-	cc.mu.Unlock()
+	cc.greet(fr)
 	firstFrame := true
 	for {
 		if !firstFrame {
@@ -334,64 +347,18 @@ func (cc *cconn) serve() {
 			return
 		}
 		if err != nil {
-			var se http2.StreamError
-			var ce http2.ConnectionError
-			switch {
-			case errors.As(err, &se) && fh.Type == http2.FrameHeaders && se.StreamID%2 == 0:
-				// A malformed HEADERS on an even stream id: no stream it
-				// could reset (client streams are odd, RFC 9113 5.1.1),
-				// a connection error as a well-formed one is (onHeaders),
-				// and as x/net's server ends it.
-				cc.goAway(http2.ErrCodeProtocol, "HEADERS on even stream id "+strconv.FormatUint(uint64(se.StreamID), 10))
-			case errors.As(err, &se):
-				cc.mu.Lock()
-				// A HEADERS whose frame or header block did not decode
-				// (padding longer than the frame, an invalid field, a
-				// pseudo-header after a regular one) opens no stream and
-				// uses no id, as x/net's server counts it (its Framer
-				// fails the frame before processHeaders sees the id): a
-				// later frame on that id is on an idle stream, a
-				// connection error in both. A block that decodes but
-				// makes a malformed request (onHeaders) does use its id,
-				// in both.
-				if s := cc.streams[se.StreamID]; s != nil {
-					if !cc.streamError(s, se.Code) {
-						cc.mu.Unlock()
-						return
-					}
-				} else {
-					_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
-				}
-				cc.mu.Unlock()
+			if cc.readErr(fh, err) {
 				continue
-			case errors.As(err, &ce):
-				cc.goAway(http2.ErrCode(ce), blockDetail(err, fr, "frame error"))
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				cc.h.m.closed.WithLabelValues("frame-size").Inc()
-				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
-			case errors.Is(err, errReadTimeout):
-				cc.endByProxy()
-				cc.h.m.closed.WithLabelValues("timeout").Inc()
-				cc.h.cfg.Logger.Printf("h2 relay: client connection: %v", err)
-				cc.goAway(http2.ErrCodeNo, err.Error())
 			}
 			return
 		}
 		if firstFrame {
 			firstFrame = false
-			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-				cc.goAway(http2.ErrCodeProtocol, "the client preface is not followed by SETTINGS")
+			if !cc.firstFrame(f) {
 				return
 			}
 		}
-		if blk != nil {
-			cc.mu.Lock()
-			ok := cc.onHeaders(blk)
-			cc.mu.Unlock()
-			if !ok {
-				return
-			}
-		} else if !cc.frame(f) {
+		if !cc.handle(f, blk) {
 			return
 		}
 		if cc.br.Buffered() == 0 {
@@ -400,6 +367,100 @@ func (cc *cconn) serve() {
 			cc.h.flushDirty() // before the reader sleeps
 		}
 	}
+}
+
+// greet starts the connection once the client's preface came: the
+// relay's SETTINGS and connection window, keepalive; fr reads the
+// client's frames (from its socket, or from an event loop's buffer) and
+// writes the relay's.
+func (cc *cconn) greet(fr *http2.Framer) {
+	fr.SetMaxReadFrameSize(relayMaxFrame)
+	fr.SetReuseFrames()
+	cc.hr = newHReader(fr, relayMaxHeaderList)
+	cc.mu.Lock()
+	cc.out = newFrameOut(fr)
+	_ = fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cc.h.cfg.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
+	)
+	_ = fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
+	cc.lastRead.Store(int64(time.Since(cc.born)))
+	cc.ka = time.AfterFunc(time.Hour, cc.keepalive)
+	cc.armKeepalive(time.Since(cc.born))
+	cc.mu.Unlock()
+}
+
+// readErr handles an error reading a frame (fh its header, or the
+// HEADERS' of the block it was in) other than a FIN at a frame boundary:
+// true when the connection goes on (a stream error: the stream is
+// reset), false when it ends (a GOAWAY written where one is due).
+func (cc *cconn) readErr(fh http2.FrameHeader, err error) bool {
+	fr := cc.hr.fr
+	var se http2.StreamError
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &se) && fh.Type == http2.FrameHeaders && se.StreamID%2 == 0:
+		// A malformed HEADERS on an even stream id: no stream it
+		// could reset (client streams are odd, RFC 9113 5.1.1),
+		// a connection error as a well-formed one is (onHeaders),
+		// and as x/net's server ends it.
+		cc.goAway(http2.ErrCodeProtocol, "HEADERS on even stream id "+strconv.FormatUint(uint64(se.StreamID), 10))
+	case errors.As(err, &se):
+		cc.mu.Lock()
+		// A HEADERS whose frame or header block did not decode
+		// (padding longer than the frame, an invalid field, a
+		// pseudo-header after a regular one) opens no stream and
+		// uses no id, as x/net's server counts it (its Framer
+		// fails the frame before processHeaders sees the id): a
+		// later frame on that id is on an idle stream, a
+		// connection error in both. A block that decodes but
+		// makes a malformed request (onHeaders) does use its id,
+		// in both.
+		if s := cc.streams[se.StreamID]; s != nil {
+			if !cc.streamError(s, se.Code) {
+				cc.mu.Unlock()
+				return false
+			}
+		} else {
+			_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
+		}
+		cc.mu.Unlock()
+		return true
+	case errors.As(err, &ce):
+		cc.goAway(http2.ErrCode(ce), blockDetail(err, fr, "frame error"))
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		cc.h.m.closed.WithLabelValues("frame-size").Inc()
+		cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
+	case errors.Is(err, errReadTimeout):
+		cc.endByProxy()
+		cc.h.m.closed.WithLabelValues("timeout").Inc()
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: %v", err)
+		cc.goAway(http2.ErrCodeNo, err.Error())
+	}
+	return false
+}
+
+// firstFrame checks the client's first frame after its preface: SETTINGS
+// (RFC 9113 3.4); false ends the connection.
+func (cc *cconn) firstFrame(f http2.Frame) bool {
+	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+		cc.goAway(http2.ErrCodeProtocol, "the client preface is not followed by SETTINGS")
+		return false
+	}
+	return true
+}
+
+// handle handles one frame, or the header block it ended (blk); false
+// ends the connection.
+func (cc *cconn) handle(f http2.Frame, blk *hblock) bool {
+	if blk != nil {
+		cc.mu.Lock()
+		ok := cc.onHeaders(blk)
+		cc.mu.Unlock()
+		return ok
+	}
+	return cc.frame(f)
 }
 
 // waitAnswers serves a client that shut down its write side (a FIN at a
@@ -1487,6 +1548,7 @@ func (cc *cconn) stopReader() {
 	cc.stop.Store(true)
 	_ = cc.nc.SetReadDeadline(time.Now())
 	cc.wakeReader()
+	cc.stopLoop()
 }
 
 // teardown ends every stream of a connection that is gone and closes it.

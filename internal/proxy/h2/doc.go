@@ -43,9 +43,15 @@
 // Handler.ServeConn and Shutdown), attstate.go (an attempt's request
 // lifecycle on its upstream stream), grpc.go (grpc-status, pushback and
 // grpc-message), metrics.go (the series), sockio_linux.go (the sockets
-// read and written through netpoll's raw calls). Ended streams are reused
-// per connection. Per
-// client connection one reader goroutine, its streams state machines in a
+// read and written through netpoll's raw calls), cloop.go and
+// cloop_linux.go (the event loops that read client connections).
+// Ended streams are reused per connection. A client connection whose
+// socket can be read directly is read by one of the Handler's event
+// loops (GOMAXPROCS of them, each an epoll set parked in Go's poller:
+// whole frames handled at once, one flush of every connection written
+// to per turn), any other (TLS, a wrapper that keeps its bytes, not
+// Linux) by a reader goroutine of its own, with the same frame handling;
+// its streams are state machines in a
 // map under the connection's mutex (no goroutine per stream); per
 // upstream address a pool of at most Config.MaxUpstreamConns h2c
 // connections (prior knowledge, SETTINGS read before the first stream),

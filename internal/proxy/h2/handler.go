@@ -133,8 +133,13 @@ type Handler struct {
 	closing atomic.Bool
 	ledger  *policy.KeyLedger // nil unless Entrypoint
 	rmu     sync.Mutex
-	rconns  map[*cconn]struct{} // the relay's client connections
-	rpools  sync.Map            // the relay's upstream addresses -> *rpool
+	// The relay's event loops (cloop_linux.go), made at the first
+	// connection; nextLoop deals connections to them in turn.
+	loopOnce sync.Once
+	loops    []*rloop
+	nextLoop atomic.Uint32
+	rconns   map[*cconn]struct{} // the relay's client connections
+	rpools   sync.Map            // the relay's upstream addresses -> *rpool
 	// The relay's connections with writes not flushed yet (batchconn.go).
 	dmu        sync.Mutex
 	dirty      []*batchConn

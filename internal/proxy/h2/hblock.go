@@ -69,6 +69,7 @@ type hreader struct {
 	remain, trailerRemain uint32
 	sawRegular            bool
 	invalid               error
+	wire                  int64 // the block's bytes on the wire so far, frame headers included
 }
 
 // maxKeptFields is the most fields a reader's decoding buffer keeps
@@ -219,37 +220,14 @@ func validWireName(v string) bool {
 
 // read decodes the block hf starts, reading its CONTINUATION frames.
 func (r *hreader) read(hf *http2.HeadersFrame) (*hblock, error) {
-	b := &r.blk
-	clear(b.fields) // no strings of the last block kept alive
-	*b = hblock{streamID: hf.StreamID, endStream: hf.StreamEnded(), fields: b.fields[:0]}
-	r.remain, r.trailerRemain, r.sawRegular, r.invalid = r.max, r.max, false, nil
-	r.dec.SetEmitEnabled(true)
+	r.begin(hf.StreamID, hf.StreamEnded())
 	var hc interface {
 		HeaderBlockFragment() []byte
 		HeadersEnded() bool
 	} = hf
-	var wire int64
 	for {
-		frag := hc.HeaderBlockFragment()
-		// Far more than the list may still hold is not decoded (x/net:
-		// CONTINUATION flood, CVE-2023-45288).
-		if int64(len(frag)) > 2*int64(r.remain+r.trailerRemain) {
-			return nil, &blockError{code: http2.ErrCodeProtocol, detail: "header list larger than SETTINGS_MAX_HEADER_LIST_SIZE"}
-		}
-		// Nor are more frames than such a list takes: x/net's rule above
-		// never fires on empty CONTINUATIONs (nothing to decode, the
-		// bound untouched), which a peer may send as fast as the socket
-		// takes them, the reader held in the block meanwhile. Each frame
-		// counts its 9-byte header against twice the list's bound (a
-		// list of 1 MiB in 16 KiB frames is about 1 MiB of them).
-		if wire += int64(len(frag)) + frameHeaderLen; wire > 2*int64(r.max)+frameHeaderLen {
-			return nil, &blockError{code: http2.ErrCodeProtocol, detail: "header block in more frames than SETTINGS_MAX_HEADER_LIST_SIZE allows (CONTINUATION flood)"}
-		}
-		if r.invalid != nil {
-			return nil, &blockError{http2.ErrCodeProtocol, "CONTINUATION after an invalid header field: " + r.invalid.Error(), r.invalid}
-		}
-		if _, err := r.dec.Write(frag); err != nil {
-			return nil, &blockError{code: http2.ErrCodeCompression, detail: "HPACK: " + err.Error()}
+		if err := r.more(hc.HeaderBlockFragment()); err != nil {
+			return nil, err
 		}
 		if hc.HeadersEnded() {
 			break
@@ -260,6 +238,48 @@ func (r *hreader) read(hf *http2.HeadersFrame) (*hblock, error) {
 		}
 		hc = f.(*http2.ContinuationFrame) // the Framer's checkFrameOrder guarantees it
 	}
+	return r.end()
+}
+
+// begin starts decoding a block (read, or an event loop that has its
+// frames one by one: more for each fragment, end after the last).
+func (r *hreader) begin(streamID uint32, endStream bool) {
+	b := &r.blk
+	clear(b.fields) // no strings of the last block kept alive
+	*b = hblock{streamID: streamID, endStream: endStream, fields: b.fields[:0]}
+	r.remain, r.trailerRemain, r.sawRegular, r.invalid, r.wire = r.max, r.max, false, nil, 0
+	r.dec.SetEmitEnabled(true)
+}
+
+// more decodes one fragment of the block (the HEADERS' or a
+// CONTINUATION's).
+func (r *hreader) more(frag []byte) error {
+	// Far more than the list may still hold is not decoded (x/net:
+	// CONTINUATION flood, CVE-2023-45288).
+	if int64(len(frag)) > 2*int64(r.remain+r.trailerRemain) {
+		return &blockError{code: http2.ErrCodeProtocol, detail: "header list larger than SETTINGS_MAX_HEADER_LIST_SIZE"}
+	}
+	// Nor are more frames than such a list takes: x/net's rule above
+	// never fires on empty CONTINUATIONs (nothing to decode, the
+	// bound untouched), which a peer may send as fast as the socket
+	// takes them, the reader held in the block meanwhile. Each frame
+	// counts its 9-byte header against twice the list's bound (a
+	// list of 1 MiB in 16 KiB frames is about 1 MiB of them).
+	if r.wire += int64(len(frag)) + frameHeaderLen; r.wire > 2*int64(r.max)+frameHeaderLen {
+		return &blockError{code: http2.ErrCodeProtocol, detail: "header block in more frames than SETTINGS_MAX_HEADER_LIST_SIZE allows (CONTINUATION flood)"}
+	}
+	if r.invalid != nil {
+		return &blockError{http2.ErrCodeProtocol, "CONTINUATION after an invalid header field: " + r.invalid.Error(), r.invalid}
+	}
+	if _, err := r.dec.Write(frag); err != nil {
+		return &blockError{code: http2.ErrCodeCompression, detail: "HPACK: " + err.Error()}
+	}
+	return nil
+}
+
+// end finishes the block after its last fragment.
+func (r *hreader) end() (*hblock, error) {
+	b := &r.blk
 	if err := r.dec.Close(); err != nil {
 		return nil, &blockError{code: http2.ErrCodeCompression, detail: "HPACK: " + err.Error()}
 	}

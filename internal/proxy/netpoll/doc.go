@@ -7,7 +7,9 @@
 // zero-timeout poll for a peer's FIN or reset that the reader has not read
 // yet: the goroutine engine's and the h2 relay's). It knows nothing of
 // HTTP (no fasthttp, no net/http): the engine in package loop builds on it,
-// and the h2 relay reads and writes its sockets with RecvRaw and SendRaw.
+// and the h2 relay reads and writes its sockets with RecvRaw and SendRaw and
+// runs its client connections' loops with RunParked (a loop whose waits are
+// parked in Go's own poller, not a thread blocked in epoll_wait).
 //
 // The poller is Linux only (epoll); the timer heap is portable.
 package netpoll
