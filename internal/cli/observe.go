@@ -40,7 +40,7 @@ func NewObserveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		selector, container, kubeconfig, kubeCtx, ns, o string
 		dialect, table, pgDSN, logqlSelector            string
 		since                                           time.Duration
-		threshold, top, maxLine                         int
+		threshold, top, maxLine, maxKeys                int
 	)
 	cmd := &cobra.Command{
 		Use:   "observe [-f LOGS]... [--from-cluster -l SELECTOR] [--postgres DSN --table T]",
@@ -142,6 +142,9 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 			case o == "logql" && since == 0 && cmd.Flags().Changed("since"):
 				return bad("--since 0s: -o logql needs a range (leave the flag out for the default, 1h)")
 			}
+			if maxKeys < 0 {
+				return bad("--max-keys %d: must be 0 (no bound) or more", maxKeys)
+			}
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
 			}
@@ -199,6 +202,7 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 				var sink consumer
 				var csvw *observe.CSVWriter
 				g := observe.NewGrouper()
+				g.SetMaxKeys(maxKeys)
 				if o == "csv" {
 					csvw = observe.NewCSVWriter(stdout)
 					sink = csvw.Consume
@@ -235,6 +239,11 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 				// The counts always go to stderr, whatever the output: a run that read
 				// nothing it knew, or skipped lines, says so.
 				fmt.Fprintf(stderr, "observe: %s\n", total)
+				if err := g.Err(); err != nil {
+					// The run stopped at its bound: what it read is a prefix of the logs, no
+					// report of them (the other streams were not read, their errors moot).
+					return bad("stopped at %v", err)
+				}
 				broken := func() error {
 					if len(errs) == 1 && total.Lines == 0 {
 						return bad("%v", errs[0]) // nothing read at all: the error alone says it
@@ -321,6 +330,7 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 	f.IntVar(&threshold, "threshold", 5, "list the keys with more attempts than this")
 	f.IntVar(&top, "top", 20, "list at most this many keys (0: all); the summary counts them all")
 	f.IntVar(&maxLine, "max-line", observe.DefaultMaxLine, "longest line parsed, bytes, 1024 to 1 GiB (held whole: a memory bound); a longer one is counted and skipped")
+	f.IntVar(&maxKeys, "max-keys", observe.DefaultMaxKeys, "most distinct keys (and trace ids) held, about 1 GiB per 4,000,000: over it the run stops, exit 2 (0: no bound; -o csv holds none)")
 	f.StringVarP(&o, "output", "o", "table", "output: table, json, sql (the query for a log store), logql (for Loki) or csv (the rows to load)")
 	f.StringVar(&dialect, "dialect", string(observe.Postgres), "-o sql: postgres or clickhouse")
 	f.StringVar(&table, "table", "access_log", "-o sql, --postgres: the table of attempts (the columns -o csv writes)")

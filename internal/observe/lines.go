@@ -104,7 +104,11 @@ var tooLongMarker = []byte{0}
 // calls fold for each attempt. A read error (a truncated gzip stream, a connection cut) ends
 // the stream: the lines before it are counted and folded, a line it cut is counted bad, and
 // the error names the stream, the line and the byte offset in what was read.
-func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec)) (Stats, error) {
+//
+// fold returns false when the attempt would take the aggregates over their bound: the scan
+// stops there, the line not counted (the counts are those of the lines before it), and the
+// error is a *LimitError naming the line.
+func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec) bool) (Stats, error) {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
@@ -179,7 +183,12 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 					k, perr := p.parse(body)
 					switch k {
 					case lineAttempt:
-						n := p.emit(fold)
+						n, ok := p.emit(fold)
+						if !ok {
+							// ingress-nginx's tries share one key: n is 0 here.
+							st.Lines--
+							return st, stopAt(fmt.Sprintf("%s: line %d", src.Name, phys))
+						}
 						st.Attempts += n
 						st.ListedRetries += n - 1
 					case lineBad:
@@ -214,6 +223,11 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 		off += n
 	}
 }
+
+// stopAt is where a fold met the aggregates' bound: Grouper.Consume puts it in its LimitError.
+type stopAt string
+
+func (s stopAt) Error() string { return string(s) + ": the aggregates' bound was met" }
 
 func boolInt(b bool) int {
 	if b {

@@ -301,7 +301,7 @@ func Parse(r io.Reader, src Source, emit func(Attempt)) (Stats, error) {
 // ParseLimit is Parse with a line limit.
 func ParseLimit(r io.Reader, src Source, maxLine int, emit func(Attempt)) (Stats, error) {
 	p := &parser{src: src}
-	return scanLines(r, src, maxLine, p, func(r *rec) { emit(r.attempt()) })
+	return scanLines(r, src, maxLine, p, func(r *rec) bool { emit(r.attempt()); return true })
 }
 
 // ParseLine parses one line: ok false (and no error) for a line of no known format. Of an

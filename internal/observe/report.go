@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/hex"
+	"fmt"
 	"hash/fnv"
 	"hash/maphash"
 	"io"
@@ -192,6 +193,8 @@ type Grouper struct {
 	scratch shapeBuf
 	// bigTraces are the trace ids of the keys with more than traceWalk of them, as a set.
 	bigTraces map[uint32]map[[16]byte]struct{}
+	maxKeys   int
+	full      *LimitError // the bound the run met: nothing is folded after it
 	// traceSteps counts the list nodes addTrace compared (its tests bound the work per line).
 	traceSteps int
 }
@@ -199,7 +202,43 @@ type Grouper struct {
 // NewGrouper returns an empty grouper.
 func NewGrouper() *Grouper {
 	return &Grouper{seed: maphash.MakeSeed(), index: map[uint64]uint32{},
-		names: map[string]uint32{}, methods: map[string]uint32{}}
+		names: map[string]uint32{}, methods: map[string]uint32{}, maxKeys: DefaultMaxKeys}
+}
+
+// DefaultMaxKeys bounds the distinct keys a run holds, and the distinct trace ids over all
+// keys: about 1 GiB at the measured cost of a key (docs/observe.md). A day of a busy
+// gateway's requests, each a key of its own, is the log store's to aggregate (-o sql,
+// --postgres), or a run with a higher --max-keys on a machine that has the memory.
+const DefaultMaxKeys = 4_000_000
+
+// SetMaxKeys sets the bound on the distinct keys and on the distinct trace ids (0: none).
+func (g *Grouper) SetMaxKeys(n int) { g.maxKeys = n }
+
+// Err is the bound the run met (a *LimitError), or nil: once met, nothing more is folded and
+// Consume reads nothing, so the aggregates are a prefix of the input, not a report of it.
+func (g *Grouper) Err() error {
+	if g.full == nil {
+		return nil
+	}
+	return g.full
+}
+
+// LimitError is a bound of the grouper's met: the run stops, and says which and where.
+type LimitError struct {
+	What  string // "distinct keys" or "distinct trace ids"
+	Limit int
+	Value []byte // the key or trace id that would have gone over
+	Where string // FILE: line N, set by the scan
+}
+
+func (e *LimitError) Error() string {
+	v := e.Value
+	if len(v) > 64 {
+		v = v[:64]
+	}
+	return fmt.Sprintf("%s: %q would be one of more than %s %s, over --max-keys %d (memory is per key: about 1 GiB per 4,000,000); "+
+		"aggregate in the log store (-o csv to load it, -o sql or --postgres to query it), read fewer lines, or raise --max-keys where the memory is",
+		e.Where, v, Thousands(e.Limit), e.What, e.Limit)
 }
 
 func (g *Grouper) intern(b []byte) uint32 {
@@ -230,9 +269,16 @@ func (g *Grouper) method(b []byte) uint64 {
 // Consume parses r (any of the formats and line shapes) and folds its attempts: the hot
 // path, no allocation per line once its key and names were seen.
 func (g *Grouper) Consume(r io.Reader, src Source, maxLine int) (Stats, error) {
+	if g.full != nil {
+		return Stats{}, g.full // the run stopped at its bound: the other streams are not read
+	}
 	p := &parser{src: src}
 	st, err := scanLines(r, src, maxLine, p, g.fold)
 	g.stats.Add(st)
+	if where, ok := err.(stopAt); ok && g.full != nil {
+		g.full.Where = string(where)
+		return st, g.full
+	}
 	return st, err
 }
 
@@ -243,7 +289,7 @@ func (g *Grouper) Add(a Attempt) {
 		method: []byte(a.Method), status: a.Status, grpc: a.GRPCStatus, traceID: []byte(a.TraceID), idem: []byte(a.IdemKey),
 		rid: []byte(a.RequestID), stormOp: []byte(a.StormOp), cut: []byte(a.Cut), bodyBytes: a.BodyBytes,
 	}
-	g.fold(&r)
+	g.fold(&r) // over the bound: Err says so
 }
 
 // hash is the key's slot in the index. 64 bits are enough: the key's bytes are compared on
@@ -266,17 +312,21 @@ func (g *Grouper) find(k []byte) (uint32, bool) {
 
 // lookup finds or adds key k: by its 64-bit hash, the bytes compared (a second key with the
 // same hash goes to the collision map: exact, whatever the hash does).
-func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
+func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) (uint32, bool) {
 	h := g.hash(k)
 	idx, ok := g.index[h]
 	if ok {
 		a := g.aggs.at(idx)
 		if string(g.keys.get(a.keyOff(), a.keyLen)) == string(k) {
-			return idx
+			return idx, true
 		}
 		if i, ok := g.collide[string(k)]; ok {
-			return i
+			return i, true
 		}
+	}
+	if g.maxKeys > 0 && int(g.aggs.n) >= g.maxKeys {
+		g.full = &LimitError{What: "distinct keys", Limit: g.maxKeys, Value: k}
+		return 0, false
 	}
 	n := g.aggs.add(keyAgg{first: start, end: end, ref: g.keys.add(k) | uint64(kind)<<kindShift, keyLen: uint32(len(k))})
 	if ok {
@@ -287,17 +337,29 @@ func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
 	} else {
 		g.index[h] = n
 	}
-	return n
+	return n, true
 }
 
-func (g *Grouper) fold(r *rec) {
+// fold folds one attempt into its key's aggregate; false when the attempt would take the
+// grouper over its bound (SetMaxKeys): nothing of it is counted, and Err says which bound.
+func (g *Grouper) fold(r *rec) bool {
+	if g.full != nil {
+		return false
+	}
 	k, kind := r.key()
 	if kind == kindNone {
 		g.keyless++
-		return
+		return true
 	}
-	idx := g.lookup(k, kind, r.start, r.start+r.dur)
+	idx, ok := g.lookup(k, kind, r.start, r.start+r.dur)
+	if !ok {
+		return false
+	}
 	a := g.aggs.at(idx)
+	// The trace id first: over the bound, the run stops before this attempt is counted.
+	if len(r.traceID) > 0 && !g.addTrace(idx, a, traceKey(r.traceID)) {
+		return false
+	}
 	if kind < a.kind() {
 		a.setKind(kind)
 	}
@@ -352,9 +414,7 @@ func (g *Grouper) fold(r *rec) {
 			a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
 		}
 	}
-	if len(r.traceID) > 0 {
-		g.addTrace(idx, a, traceKey(r.traceID))
-	}
+	return true
 }
 
 // traceWalk is how many of a key's trace ids are compared in its list before its set is used.
@@ -365,13 +425,13 @@ const traceWalk = 16
 // that sends one constant Idempotency-Key with every request, each with a new trace) gets a set
 // of its own: walked, such a key made each line cost its key's trace ids so far, quadratic in
 // the lines (100,000 lines of one key: 18 s of CPU, a million: half an hour).
-func (g *Grouper) addTrace(idx uint32, a *keyAgg, id [16]byte) {
+func (g *Grouper) addTrace(idx uint32, a *keyAgg, id [16]byte) bool {
 	n := 0
 	for i := a.trace; i != 0 && n < traceWalk; n++ {
 		tn := g.traces.at(i - 1)
 		g.traceSteps++
 		if tn.id == id {
-			return
+			return true
 		}
 		i = tn.next
 	}
@@ -388,11 +448,18 @@ func (g *Grouper) addTrace(idx uint32, a *keyAgg, id [16]byte) {
 			g.bigTraces[idx] = set
 		}
 		if _, ok := set[id]; ok {
-			return
+			return true
 		}
-		set[id] = struct{}{}
+	}
+	if g.maxKeys > 0 && int(g.traces.n) >= g.maxKeys {
+		g.full = &LimitError{What: "distinct trace ids", Limit: g.maxKeys, Value: []byte(hex.EncodeToString(id[:]))}
+		return false
+	}
+	if n == traceWalk {
+		g.bigTraces[idx][id] = struct{}{}
 	}
 	a.trace = g.traces.add(traceNode{id: id, next: a.trace}) + 1
+	return true
 }
 
 // traceKey is a trace id in 16 bytes: the id itself when it is W3C's 32 hex digits, else an

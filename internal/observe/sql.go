@@ -317,7 +317,7 @@ func (c *CSVWriter) write(r *rec) {
 // Consume parses r and writes its attempts as rows.
 func (c *CSVWriter) Consume(r io.Reader, src Source, maxLine int) (Stats, error) {
 	p := &parser{src: src}
-	return scanLines(r, src, maxLine, p, c.write)
+	return scanLines(r, src, maxLine, p, func(r *rec) bool { c.write(r); return true })
 }
 
 // Flush writes what is buffered, the header even without a row.
