@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 )
 
 // TestHotKeyTraceIDsLinear: one Idempotency-Key sent with every request, each with a trace id
@@ -34,11 +35,40 @@ func TestHotKeyTraceIDsLinear(t *testing.T) {
 	if !ok || kr.Attempts != distinct*repeats || kr.ChainLinks != distinct {
 		t.Fatalf("key same: %d attempts, %d chain links (%v); want %d, %d", kr.Attempts, kr.ChainLinks, ok, distinct*repeats, distinct)
 	}
-	if limit := traceWalk * distinct * repeats; g.traceSteps > limit {
-		t.Fatalf("%d trace list steps for %d lines, over %d (traceWalk per line)", g.traceSteps, distinct*repeats, limit)
+	if limit := 2 * traceWalk * distinct * repeats; g.traceSteps > limit {
+		t.Fatalf("%d list steps for %d lines, over %d (traceWalk per line for the trace ids and the services)", g.traceSteps, distinct*repeats, limit)
 	}
 	// The set's answer is the list's: a second key with few trace ids keeps its list only.
 	if _, ok := g.bigTraces[0]; !ok || len(g.bigTraces) != 1 || len(g.bigTraces[0]) != distinct {
 		t.Fatalf("big trace sets: %d, of key 0: %d", len(g.bigTraces), len(g.bigTraces[0]))
+	}
+}
+
+// TestHotKeyServicesLinear: one key sent to 50,000 services (a constant x-request-id across a
+// scanner's Host headers; with the pod's service as the caller, a call edge each) is folded and
+// laid out in work linear in the lines: before, each line walked the key's services and edges
+// so far, and the depths walked the services for each edge (50,000 lines: 5 s of CPU to fold,
+// the depths cubic).
+func TestHotKeyServicesLinear(t *testing.T) {
+	const targets, repeats = 50_000, 2
+	g := NewGrouper()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i := range targets * repeats {
+		// edge > gateway > every target
+		g.Add(Attempt{Direction: Outbound, Time: t0.Add(time.Duration(i)), Caller: "gateway", Target: fmt.Sprintf("h%05d", i%targets), Status: 503, RequestID: "same"})
+	}
+	g.Add(Attempt{Direction: Outbound, Time: t0, Caller: "edge", Target: "gateway", Status: 200, RequestID: "same"})
+	if limit := 2 * traceWalk * (targets*repeats + 1); g.traceSteps > limit {
+		t.Fatalf("%d list steps for %d attempts, over %d", g.traceSteps, targets*repeats+1, limit)
+	}
+	before := g.traceSteps
+	kr, ok := g.Key("same")
+	if !ok || kr.Attempts != targets*repeats+1 || len(kr.Services) != targets+1 || kr.Services[0].Service != "gateway" || kr.Services[0].Depth != 1 ||
+		kr.Services[1].Depth != 2 || kr.Services[targets].Depth != 2 || kr.Services[targets].Attempts != repeats || kr.Amplification != repeats ||
+		len(kr.Callers) != 1 || kr.Callers[0] != "edge" {
+		t.Fatalf("key same: %d attempts, %d services, first %+v, callers %v", kr.Attempts, len(kr.Services), kr.Services[:2], kr.Callers)
+	}
+	if steps, limit := g.traceSteps-before, 4*(targets+2); steps > limit {
+		t.Fatalf("the depths took %d edge steps for %d edges, over %d", steps, targets+2, limit)
 	}
 }

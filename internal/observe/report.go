@@ -193,9 +193,14 @@ type Grouper struct {
 	scratch shapeBuf
 	// bigTraces are the trace ids of the keys with more than traceWalk of them, as a set.
 	bigTraces map[uint32]map[[16]byte]struct{}
-	maxKeys   int
-	full      *LimitError // the bound the run met: nothing is folded after it
-	// traceSteps counts the list nodes addTrace compared (its tests bound the work per line).
+	// bigSvcs and bigEdges are the same for the keys with more than traceWalk services (the
+	// name's id to its node + 1) or call edges.
+	bigSvcs  map[uint32]map[uint32]uint32
+	bigEdges map[uint32]map[[2]uint32]struct{}
+	maxKeys  int
+	full     *LimitError // the bound the run met: nothing is folded after it
+	// traceSteps counts the list nodes compared by addTrace, service and addEdge (the tests
+	// bound the work per line).
 	traceSteps int
 }
 
@@ -371,19 +376,7 @@ func (g *Grouper) fold(r *rec) bool {
 	}
 	a.methods |= g.method(r.method)
 	t := g.intern(r.target)
-	var s *svcNode
-	for j := a.svc; j != 0; {
-		n := g.svcs.at(j - 1)
-		if n.id == t {
-			s = n
-			break
-		}
-		j = n.next
-	}
-	if s == nil {
-		a.svc = g.svcs.add(svcNode{id: t, first: r.start, next: a.svc}) + 1
-		s = g.svcs.at(a.svc - 1)
-	}
+	s := g.service(idx, a, t, r.start)
 	if r.start < s.first {
 		s.first = r.start
 	}
@@ -400,21 +393,78 @@ func (g *Grouper) fold(r *rec) bool {
 		}
 	}
 	if len(r.caller) > 0 && string(r.caller) != string(r.target) {
-		c := g.intern(r.caller)
-		found := false
-		for i := a.edge; i != 0; {
-			e := g.edges.at(i - 1)
-			if e.from == c && e.to == t {
-				found = true
-				break
-			}
-			i = e.next
-		}
-		if !found {
-			a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
-		}
+		g.addEdge(idx, a, g.intern(r.caller), t)
 	}
 	return true
+}
+
+// service is key idx's node of service t, added when the key had none: a list walked for a
+// key's few services, a set past traceWalk of them (one key sent to ever new hosts, as a
+// constant x-request-id across a scanner's Host headers, was quadratic: 50,000 lines, 5 s).
+func (g *Grouper) service(idx uint32, a *keyAgg, t uint32, start int64) *svcNode {
+	n := 0
+	for j := a.svc; j != 0 && n < traceWalk; n++ {
+		s := g.svcs.at(j - 1)
+		g.traceSteps++
+		if s.id == t {
+			return s
+		}
+		j = s.next
+	}
+	var set map[uint32]uint32
+	if n == traceWalk {
+		var ok bool
+		if set, ok = g.bigSvcs[idx]; !ok {
+			if g.bigSvcs == nil {
+				g.bigSvcs = map[uint32]map[uint32]uint32{}
+			}
+			set = map[uint32]uint32{}
+			for j := a.svc; j != 0; j = g.svcs.at(j - 1).next {
+				set[g.svcs.at(j-1).id] = j
+			}
+			g.bigSvcs[idx] = set
+		}
+		if j, ok := set[t]; ok {
+			return g.svcs.at(j - 1)
+		}
+	}
+	a.svc = g.svcs.add(svcNode{id: t, first: start, next: a.svc}) + 1
+	if set != nil {
+		set[t] = a.svc
+	}
+	return g.svcs.at(a.svc - 1)
+}
+
+// addEdge adds the call edge c -> t to key idx's, once: a list, a set past traceWalk edges.
+func (g *Grouper) addEdge(idx uint32, a *keyAgg, c, t uint32) {
+	n := 0
+	for i := a.edge; i != 0 && n < traceWalk; n++ {
+		e := g.edges.at(i - 1)
+		g.traceSteps++
+		if e.from == c && e.to == t {
+			return
+		}
+		i = e.next
+	}
+	if n == traceWalk {
+		set, ok := g.bigEdges[idx]
+		if !ok {
+			if g.bigEdges == nil {
+				g.bigEdges = map[uint32]map[[2]uint32]struct{}{}
+			}
+			set = map[[2]uint32]struct{}{}
+			for i := a.edge; i != 0; i = g.edges.at(i - 1).next {
+				e := g.edges.at(i - 1)
+				set[[2]uint32{e.from, e.to}] = struct{}{}
+			}
+			g.bigEdges[idx] = set
+		}
+		if _, ok := set[[2]uint32{c, t}]; ok {
+			return
+		}
+		set[[2]uint32{c, t}] = struct{}{}
+	}
+	a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
 }
 
 // traceWalk is how many of a key's trace ids are compared in its list before its set is used.
@@ -492,6 +542,7 @@ func (g *Grouper) keyString(i uint32) string {
 type shapeBuf struct {
 	svcs  []shapeSvc
 	edges []edgeNode
+	at    map[uint32]int
 }
 
 type shapeSvc struct {
@@ -549,39 +600,42 @@ func (g *Grouper) shape(i uint32) (deepest int, withEdges bool) {
 // number of services so that a cycle ends.
 func (g *Grouper) depths() {
 	b := &g.scratch
+	// at is each service's place in b.svcs (a key's services are distinct): the lookups were
+	// walks, cubic in a key's services.
+	if b.at == nil {
+		b.at = map[uint32]int{}
+	}
+	clear(b.at)
+	for j := range b.svcs {
+		b.at[b.svcs[j].id] = j
+	}
 	depthOf := func(id uint32) int {
-		for _, s := range b.svcs {
-			if s.id == id {
-				return s.depth
-			}
+		if j, ok := b.at[id]; ok {
+			return b.svcs[j].depth
 		}
 		return 0 // a caller that received nothing in this key: a root
 	}
-	set := func(id uint32, d int) {
-		for j := range b.svcs {
-			if b.svcs[j].id == id {
-				b.svcs[j].depth = d
-			}
+	// a target no known caller calls: one below an unknown root; a caller no one calls: a root
+	for j := range b.svcs {
+		b.svcs[j].depth = 1
+	}
+	for _, e := range b.edges {
+		if j, ok := b.at[e.from]; ok {
+			b.svcs[j].depth = 0 // a caller ...
 		}
 	}
-	for j := range b.svcs {
-		// a target no known caller calls: one below an unknown root; a caller no one calls: a root
-		b.svcs[j].depth = 1
-		caller, called := false, false
-		for _, e := range b.edges {
-			caller = caller || e.from == b.svcs[j].id
-			called = called || e.to == b.svcs[j].id
-		}
-		if caller && !called {
-			b.svcs[j].depth = 0
+	for _, e := range b.edges {
+		if j, ok := b.at[e.to]; ok {
+			b.svcs[j].depth = 1 // ... that someone calls is no root
 		}
 	}
 	limit := 2*len(b.svcs) + len(b.edges)
 	for range limit {
 		changed := false
 		for _, e := range b.edges {
+			g.traceSteps++
 			if d := depthOf(e.from) + 1; d > depthOf(e.to) && d <= limit {
-				set(e.to, d)
+				b.svcs[b.at[e.to]].depth = d // e.to is a service of the key: its edge came with its attempt
 				changed = true
 			}
 		}
@@ -696,11 +750,8 @@ func (g *Grouper) summarize(i uint32) KeyReport {
 	if withEdges {
 		for _, e := range g.scratch.edges {
 			c := g.svcName[e.from]
-			received := false
-			for _, s := range kr.Services {
-				received = received || s.Service == c
-			}
-			if !received && !slices.Contains(kr.Callers, c) {
+			// depths indexed the key's services (their order since sorted; the set the same)
+			if _, received := g.scratch.at[e.from]; !received && !slices.Contains(kr.Callers, c) {
 				kr.Callers = append(kr.Callers, c)
 			}
 		}
