@@ -3,6 +3,7 @@ package observe
 import (
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,5 +71,28 @@ func TestHotKeyServicesLinear(t *testing.T) {
 	}
 	if steps, limit := g.traceSteps-before, 4*(targets+2); steps > limit {
 		t.Fatalf("the depths took %d edge steps for %d edges, over %d", steps, targets+2, limit)
+	}
+}
+
+// TestMethodsPast63: a key's methods are its own however many methods the run saw. Methods
+// are a bit each in a 64-bit word; the 64th and later shared the last bit, so a key sent only
+// "M70" was shown with every method from the 64th on ("M63,...,M99").
+func TestMethodsPast63(t *testing.T) {
+	g := NewGrouper()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		g.Add(Attempt{Direction: Outbound, Time: t0, Target: "web", Status: 200, RequestID: "all", Method: fmt.Sprintf("M%02d", i)})
+	}
+	g.Add(Attempt{Direction: Outbound, Time: t0, Target: "web", Status: 200, RequestID: "one", Method: "M70"})
+	g.Add(Attempt{Direction: Outbound, Time: t0, Target: "web", Status: 200, RequestID: "two", Method: "M63"})
+	g.Add(Attempt{Direction: Outbound, Time: t0, Target: "web", Status: 200, RequestID: "two", Method: "GET"})
+	g.Add(Attempt{Direction: Outbound, Time: t0, Target: "web", Status: 200, RequestID: "two", Method: "M99"})
+	for key, want := range map[string]string{"one": "M70", "two": "GET,M63,M99"} {
+		if kr, _ := g.Key(key); kr.Methods != want {
+			t.Errorf("key %s: methods %q, want %q", key, kr.Methods, want)
+		}
+	}
+	if kr, _ := g.Key("all"); len(strings.Split(kr.Methods, ",")) != 100 {
+		t.Errorf("key all: %d methods, want 100", len(strings.Split(kr.Methods, ",")))
 	}
 }

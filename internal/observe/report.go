@@ -197,8 +197,10 @@ type Grouper struct {
 	// name's id to its node + 1) or call edges.
 	bigSvcs  map[uint32]map[uint32]uint32
 	bigEdges map[uint32]map[[2]uint32]struct{}
-	maxKeys  int
-	full     *LimitError // the bound the run met: nothing is folded after it
+	// moreMethods are the methods past the 63rd of each key that had one: key << 32 | method.
+	moreMethods map[uint64]struct{}
+	maxKeys     int
+	full        *LimitError // the bound the run met: nothing is folded after it
 	// traceSteps counts the list nodes compared by addTrace, service and addEdge (the tests
 	// bound the work per line).
 	traceSteps int
@@ -257,9 +259,12 @@ func (g *Grouper) intern(b []byte) uint32 {
 	return id
 }
 
-func (g *Grouper) method(b []byte) uint64 {
+// method folds method b into key idx's methods: a bit each for the run's first 63 methods,
+// and past them (junk methods, a scanner's) bit 63 and the pair in a set: sharing bit 63, a
+// key sent "M70" was shown with every method from the 64th on.
+func (g *Grouper) method(idx uint32, a *keyAgg, b []byte) {
 	if len(b) == 0 {
-		return 0
+		return
 	}
 	id, ok := g.methods[string(b)]
 	if !ok {
@@ -268,7 +273,15 @@ func (g *Grouper) method(b []byte) uint64 {
 		g.mName = append(g.mName, s)
 		g.methods[s] = id
 	}
-	return 1 << min(id, 63)
+	if id < 63 {
+		a.methods |= 1 << id
+		return
+	}
+	a.methods |= 1 << 63
+	if g.moreMethods == nil {
+		g.moreMethods = map[uint64]struct{}{}
+	}
+	g.moreMethods[uint64(idx)<<32|uint64(id)] = struct{}{}
 }
 
 // Consume parses r (any of the formats and line shapes) and folds its attempts: the hot
@@ -374,7 +387,7 @@ func (g *Grouper) fold(r *rec) bool {
 	if e := r.start + r.dur; e > a.end {
 		a.end = e
 	}
-	a.methods |= g.method(r.method)
+	g.method(idx, a, r.method)
 	t := g.intern(r.target)
 	s := g.service(idx, a, t, r.start)
 	if r.start < s.first {
@@ -732,8 +745,12 @@ func (g *Grouper) summarize(i uint32) KeyReport {
 	}
 	var ms []string
 	for id := range g.mName {
-		if a.methods&(1<<min(id, 63)) != 0 {
+		if id < 63 && a.methods&(1<<id) != 0 {
 			ms = append(ms, g.mName[id])
+		} else if id >= 63 && a.methods&(1<<63) != 0 {
+			if _, ok := g.moreMethods[uint64(i)<<32|uint64(id)]; ok {
+				ms = append(ms, g.mName[id])
+			}
 		}
 	}
 	slices.Sort(ms)
