@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -381,7 +380,7 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 		br := bufio.NewReader(stdin)
 		var in io.Reader = br
 		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-			zr, err := gzip.NewReader(br)
+			zr, err := observe.Gunzip(br)
 			if err != nil {
 				return total, []error{fmt.Errorf("stdin: %w", err)}
 			}

@@ -253,14 +253,39 @@ func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser,
 	if !strings.HasSuffix(path, ".gz") && !gz {
 		return readCloser{br, f}, nil
 	}
-	c := &countingReader{r: br}
-	zr, err := gzip.NewReader(c)
+	zr, err := Gunzip(br)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: named .gz but not gzip: %w", path, err)
 	}
-	return &gzipFile{zr, f, c}, nil
+	return &gzipFile{zr, f}, nil
 }
+
+// Gunzip reads r through gzip, member after member, and names where in r a break is (stdin
+// that starts with gzip's magic is read through it; Open's files too).
+func Gunzip(r io.Reader) (*GzipReader, error) {
+	c := &countingReader{r: r}
+	// gzip reads a bufio.Reader (an io.ByteReader) as it is, with no read-ahead of its own,
+	// so what c read less what b holds is where in r the decompressor is, exactly (before,
+	// gzip's own buffer's end was given: a file's end where its data ended sooner).
+	b := bufio.NewReaderSize(c, 64<<10)
+	zr, err := gzip.NewReader(b)
+	if err != nil {
+		return nil, err
+	}
+	zr.Multistream(false) // the members one by one: where each ends is known (Read)
+	return &GzipReader{zr, c, b}, nil
+}
+
+// GzipReader is Gunzip's reader.
+type GzipReader struct {
+	z *gzip.Reader
+	c *countingReader
+	b *bufio.Reader
+}
+
+// at is how many bytes of the compressed stream the decompressor has taken.
+func (g *GzipReader) at() int64 { return g.c.n - int64(g.b.Buffered()) }
 
 // readCloser reads through r (a reader of f's that peeked at its start) and closes f.
 type readCloser struct {
@@ -271,21 +296,42 @@ type readCloser struct {
 func (r readCloser) Close() error { return r.f.Close() }
 
 type gzipFile struct {
-	*gzip.Reader
+	*GzipReader
 	f io.Closer
-	c *countingReader
 }
 
 // Read names where in the compressed file a broken stream broke (a truncated rotation ends
 // at the file's end, a corrupt block before it).
-func (g *gzipFile) Read(p []byte) (int, error) {
-	n, err := g.Reader.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("gzip: the compressed stream breaks after byte %d of the file: %w", g.c.n, err)
+//
+// The members of a file are read one after the other (concatenated rotations, as gzip -d
+// reads them); bytes after a member that are no gzip member (a file that is half gzip, half
+// text: a log appended to after compression) end the stream with an error that says where the
+// last member ended.
+func (g *GzipReader) Read(p []byte) (int, error) {
+	for {
+		n, err := g.z.Read(p)
+		if err == io.EOF {
+			end := g.at()
+			switch rerr := g.z.Reset(g.b); {
+			case rerr == io.EOF:
+				return n, io.EOF // no member after it
+			case rerr != nil:
+				return n, fmt.Errorf("gzip: the gzip data ends at byte %d of the file, and what follows is no gzip member: %w", end, rerr)
+			}
+			g.z.Multistream(false)
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("gzip: the compressed stream breaks after byte %d of the file: %w", g.at(), err)
+		}
+		return n, err
 	}
-	return n, err
 }
 
+// countingReader counts the bytes read from r.
 type countingReader struct {
 	r io.Reader
 	n int64
@@ -298,7 +344,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func (g *gzipFile) Close() error {
-	err := g.Reader.Close()
+	err := g.z.Close()
 	if cerr := g.f.Close(); err == nil {
 		err = cerr
 	}
