@@ -159,6 +159,7 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec) 
 		if n > 0 {
 			phys++
 		}
+		raw := line // before its line end is trimmed: the last line may have none
 		if cut && (n > 0 || tooLong) {
 			// The read error cut this line: its end is unknown, so it is not parsed.
 			st.Lines++
@@ -181,6 +182,11 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec) 
 					st.TooLong++
 				default:
 					k, perr := p.parse(body)
+					if k == lineAttempt || k == lineUnread {
+						if why := cutAtEnd(p, k, body, err == io.EOF && !bytes.HasSuffix(raw, []byte("\n"))); why != "" {
+							k, perr = lineBad, errors.New(why)
+						}
+					}
 					switch k {
 					case lineAttempt:
 						n, ok := p.emit(fold)
@@ -228,6 +234,28 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec) 
 type stopAt string
 
 func (s stopAt) Error() string { return string(s) + ": the aggregates' bound was met" }
+
+// cutAtEnd says why the last line of a stream, when it has no newline (a file copied or a
+// stream cut while a line was written), is not taken as what it reads as: a line whose format
+// ends in a bare field may be a longer line cut short. An ingress-nginx line ends in its key
+// ($req_id: cut, another key, counted as a request of its own), Istio's text line in its route
+// name, and an ingress-nginx line cut before its upstream fields reads as nginx's Combined
+// format. A line whose end is a quote or a brace (Envoy's 13 fields, the JSON formats) is
+// checked whole by its parser.
+func cutAtEnd(p *parser, k lineKind, body []byte, noNewline bool) string {
+	if !noNewline {
+		return ""
+	}
+	switch {
+	case k == lineAttempt && p.r.format == FormatIngressNginx:
+		return "the last line has no newline and ends in its $req_id, the key: cut while written? (not read: a cut key is another key)"
+	case k == lineAttempt && p.r.format == FormatEnvoyText && !bytes.HasSuffix(body, []byte(`"`)):
+		return "the last line has no newline and ends in Istio's %ROUTE_NAME%: cut while written? (not read)"
+	case k == lineUnread && p.unread == whyNginx:
+		return "the last line has no newline and reads as nginx's Combined format, as an ingress-nginx line cut before its upstream fields does: cut while written? (not read)"
+	}
+	return ""
+}
 
 func boolInt(b bool) int {
 	if b {

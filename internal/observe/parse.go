@@ -235,6 +235,19 @@ func validTraceID(id []byte) bool {
 	return !zero
 }
 
+// envoyJSONKeys says whether a JSON line that does not parse has a key only Envoy's access
+// log has. Istio's JSON is written with its keys in order, start_time late: a line cut before
+// it had neither start_time nor response_code, and was skipped as an application's, or read
+// as "a JSON access log of another shape" (cut after "response_code").
+func envoyJSONKeys(line []byte) bool {
+	for _, k := range [...]string{`"bytes_received"`, `"response_code"`, `"response_flags"`, `"upstream_cluster"`, `"upstream_host"`, `"requested_server_name"`, `"downstream_remote_address"`, `"x-request-id"`} {
+		if bytes.Contains(line, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseLine reads one line into p.r.
 func (p *parser) parseLine(line []byte) (lineKind, error) {
 	p.scratch = p.scratch[:0]
@@ -424,7 +437,7 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		return lineSkipped, nil
 	}
 	if err != nil {
-		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) {
+		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) || envoyJSONKeys(line) {
 			return lineBad, fmt.Errorf("%w (truncated?)", err)
 		}
 		return lineSkipped, nil
