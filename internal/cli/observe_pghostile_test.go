@@ -130,3 +130,33 @@ func gzBytes(t *testing.T, s string) []byte {
 	}
 	return z.Bytes()
 }
+
+// TestObservePostgresLoadsHostileBytes: keys and names with bytes PostgreSQL's text refuses (an
+// Idempotency-Key that is not UTF-8, a JSON-escaped NUL in a key, a raw NUL in a service name)
+// are written by -o csv Go-quoted, so the day's \copy loads (before: psql failed the whole load,
+// "invalid byte sequence for encoding UTF8"), and the store's report is the file run's.
+func TestObservePostgresLoadsHostileBytes(t *testing.T) {
+	s := startPostgres(t)
+	dir := t.TempDir()
+	l := func(svc, key string) string {
+		return `{"log":"retrycap-access","time":"2026-12-01T11:38:39.490502Z","service":"web","upstream":"` + svc + `","method":"GET","attempt":1,"status":503,"duration_us":10,"idempotency_key":"` + key + `"}` + "\n"
+	}
+	var b strings.Builder
+	for range 6 {
+		b.WriteString(l("order", "k\xff\xfe"))
+		b.WriteString(l("order", `k\u0000nul`))
+		b.WriteString(l("or\x00der", "raw-nul-service"))
+		b.WriteString(l("order", "plain"))
+	}
+	writeFile(t, filepath.Join(dir, "bytes.log"), b.String())
+	logs := []string{"-f", dir}
+	csvOut, _ := runCLI(t, append([]string{"observe", "-o", "csv"}, logs...)...)
+	if !strings.Contains(csvOut, `"""k\xff\xfe"""`) || !strings.Contains(csvOut, `"""k\x00nul"""`) || !strings.Contains(csvOut, `"""or\x00der"""`) {
+		t.Fatalf("csv:\n%s", csvOut)
+	}
+	csvPath := filepath.Join(t.TempDir(), "rows.csv")
+	writeFile(t, csvPath, csvOut)
+	s.psql(t, observe.CreateTable(observe.Postgres, "bytes"))
+	s.psql(t, "", "-c", `\copy bytes FROM '`+csvPath+`' CSV HEADER`)
+	matchFileRun(t, s, logs, "bytes", 24, [][]string{{"--threshold", "0", "--top", "0"}})
+}
