@@ -98,3 +98,24 @@ func TestMaxKeysIngressNginx(t *testing.T) {
 		t.Fatalf("%+v %v", st, err)
 	}
 }
+
+// TestMaxKeysServiceNames: the bound also holds the distinct service names, which come from
+// hosts a client chose (Envoy's default format names a line by its :authority): a scanner's
+// Host headers under one key were as many names, and service nodes, as lines.
+func TestMaxKeysServiceNames(t *testing.T) {
+	var in strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&in, `[2026-11-24T14:06:00.000Z] "GET / HTTP/1.1" 404 NR 0 0 0 - "-" "scanner" "same-rid" "h%d.example.com" "-"`+"\n", i)
+	}
+	g := NewGrouper()
+	g.SetMaxKeys(3)
+	st, err := g.Consume(strings.NewReader(in.String()), Source{Name: "s.log"}, DefaultMaxLine)
+	want := `s.log: line 4: "h3" would be one of more than 3 distinct service names, over --max-keys 3 (memory is per key: about 1 GiB per 4,000,000); ` +
+		`aggregate in the log store (-o csv to load it, -o sql or --postgres to query it), read fewer lines, or raise --max-keys where the memory is`
+	if err == nil || err.Error() != want || st != (Stats{Lines: 3, Attempts: 3}) {
+		t.Fatalf("%+v\n got %v\nwant %s", st, err, want)
+	}
+	if kr, _ := g.Key("same-rid"); kr.Attempts != 3 || len(kr.Services) != 3 {
+		t.Fatalf("same-rid: %d attempts at %d services; want 3 at 3 (the refused line not counted)", kr.Attempts, len(kr.Services))
+	}
+}

@@ -218,7 +218,8 @@ func NewGrouper() *Grouper {
 // --postgres), or a run with a higher --max-keys on a machine that has the memory.
 const DefaultMaxKeys = 4_000_000
 
-// SetMaxKeys sets the bound on the distinct keys and on the distinct trace ids (0: none).
+// SetMaxKeys sets the bound on the distinct keys, on the distinct trace ids and on the
+// distinct service names (0: none).
 func (g *Grouper) SetMaxKeys(n int) { g.maxKeys = n }
 
 // Err is the bound the run met (a *LimitError), or nil: once met, nothing more is folded and
@@ -232,7 +233,7 @@ func (g *Grouper) Err() error {
 
 // LimitError is a bound of the grouper's met: the run stops, and says which and where.
 type LimitError struct {
-	What  string // "distinct keys" or "distinct trace ids"
+	What  string // "distinct keys", "distinct trace ids" or "distinct service names"
 	Limit int
 	Value []byte // the key or trace id that would have gone over
 	Where string // FILE: line N, set by the scan
@@ -248,15 +249,22 @@ func (e *LimitError) Error() string {
 		e.Where, v, Thousands(e.Limit), e.What, e.Limit)
 }
 
-func (g *Grouper) intern(b []byte) uint32 {
+// intern is name b's id; false when it would be one more name than the bound (SetMaxKeys):
+// service names come from hosts a client chose (the :authority, at worst), so a scanner's
+// Host headers are as many names as lines.
+func (g *Grouper) intern(b []byte) (uint32, bool) {
 	if id, ok := g.names[string(b)]; ok {
-		return id
+		return id, true
+	}
+	if g.maxKeys > 0 && len(g.svcName) >= g.maxKeys {
+		g.full = &LimitError{What: "distinct service names", Limit: g.maxKeys, Value: bytes.Clone(b)}
+		return 0, false
 	}
 	s := string(b)
 	id := uint32(len(g.svcName))
 	g.svcName = append(g.svcName, s)
 	g.names[s] = id
-	return id
+	return id, true
 }
 
 // method folds method b into key idx's methods: a bit each for the run's first 63 methods,
@@ -369,12 +377,24 @@ func (g *Grouper) fold(r *rec) bool {
 		g.keyless++
 		return true
 	}
+	// The names, the key and the trace id first: over a bound, the run stops before anything
+	// of this attempt is counted.
+	t, ok := g.intern(r.target)
+	if !ok {
+		return false
+	}
+	c := uint32(0)
+	hasCaller := len(r.caller) > 0 && string(r.caller) != string(r.target)
+	if hasCaller {
+		if c, ok = g.intern(r.caller); !ok {
+			return false
+		}
+	}
 	idx, ok := g.lookup(k, kind, r.start, r.start+r.dur)
 	if !ok {
 		return false
 	}
 	a := g.aggs.at(idx)
-	// The trace id first: over the bound, the run stops before this attempt is counted.
 	if len(r.traceID) > 0 && !g.addTrace(idx, a, traceKey(r.traceID)) {
 		return false
 	}
@@ -388,7 +408,6 @@ func (g *Grouper) fold(r *rec) bool {
 		a.end = e
 	}
 	g.method(idx, a, r.method)
-	t := g.intern(r.target)
 	s := g.service(idx, a, t, r.start)
 	if r.start < s.first {
 		s.first = r.start
@@ -405,8 +424,8 @@ func (g *Grouper) fold(r *rec) bool {
 			s.outFail++
 		}
 	}
-	if len(r.caller) > 0 && string(r.caller) != string(r.target) {
-		g.addEdge(idx, a, g.intern(r.caller), t)
+	if hasCaller {
+		g.addEdge(idx, a, c, t)
 	}
 	return true
 }
