@@ -95,6 +95,8 @@ func stripShapes(line []byte, st *shapeState) []byte {
 	return content
 }
 
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
+
 // tooLongMarker is returned by stripShapes for a CRI line whose parts add up to more than the
 // limit (compared by identity, never by content).
 var tooLongMarker = []byte{0}
@@ -135,6 +137,11 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec) 
 		// writer's next line follows a run of NULs as long as the old file. Dropped, whatever
 		// their number; n still counts them (the offsets in messages are the file's).
 		line = bytes.TrimLeft(line, "\x00")
+		// A UTF-8 byte-order mark that starts a line within the stream is a file's that was
+		// joined to the one before it (cat a.log b.log, b written by Windows PowerShell):
+		// kept, the line was no access-log line and its attempt was lost, as at a stream's
+		// start (textbom). n still counts it.
+		line = bytes.TrimPrefix(line, utf8BOM)
 		tooLong := false
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
