@@ -745,6 +745,12 @@ func (p *parser) parseEnvoyText(line []byte) error {
 		if !numOrDash(f[4].b) || !numOrDash(f[5].b) {
 			return fmt.Errorf("envoy text line: bytes fields %q %q are not numbers", f[4].b, f[5].b)
 		}
+	case n == envoyFields || n == istioFields:
+		// The count of one format, its quotes elsewhere: a header value with a quote in it
+		// (Envoy writes header values unescaped, envoyproxy/envoy#4191) split its field, and
+		// the line reached the other format's count by chance; read by count, its fields
+		// would be another's.
+		return fmt.Errorf("envoy text line: %d fields, but not quoted where Envoy's default format or Istio's quotes them (a header value with a \" in it? Envoy writes it unescaped)", n)
 	default:
 		return fmt.Errorf("envoy text line: %d fields, want exactly %d (Envoy's default format) or %d (Istio's)", n, envoyFields, istioFields)
 	}

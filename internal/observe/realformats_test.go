@@ -119,3 +119,21 @@ func TestEnvoyGatewayJSON(t *testing.T) {
 		t.Fatalf("%+v %v %v", a, ok, err)
 	}
 }
+
+// TestQuoteInHeader: Envoy writes header values unescaped (envoyproxy/envoy#4191), so a
+// User-Agent with a quote in it splits its field. Such a line is bad, never read with its
+// fields shifted; one that reaches the other format's count by chance is named for what it
+// is (before: "22 fields, want exactly 13 ... or 22").
+func TestQuoteInHeader(t *testing.T) {
+	for _, tc := range []struct{ line, why string }{
+		{`[2026-11-24T14:06:00.000Z] "GET /catalog HTTP/1.1" 503 UF 0 91 12 - "-" "curl "x" y" "rid-q" "catalog.shop:8080" "10.44.4.2:8080"`,
+			`envoy text line: 15 fields, want exactly 13 (Envoy's default format) or 22 (Istio's)`},
+		{`[2026-11-24T14:06:00.000Z] "GET /catalog HTTP/1.1" 503 UF 0 91 12 - "-" "x" 1 2 3 4 5 6 7 8 "y" "rid-real" "catalog.shop:8080" "10.44.4.2:8080"`,
+			`envoy text line: 22 fields, but not quoted where Envoy's default format or Istio's quotes them (a header value with a " in it? Envoy writes it unescaped)`},
+	} {
+		st, err := NewGrouper().Consume(strings.NewReader(tc.line+"\n"), Source{Name: "f"}, DefaultMaxLine)
+		if want := "f: line 1: " + tc.why; err != nil || st.Bad != 1 || st.Lines != 1 || st.FirstBad != want {
+			t.Errorf("%+v %v\nwant %s", st, err, want)
+		}
+	}
+}
