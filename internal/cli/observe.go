@@ -233,6 +233,9 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 						st, ferrs := readPath(sink, maxLine, f, stdin, stderr)
 						total.Add(st)
 						errs = append(errs, ferrs...)
+						if g.Err() != nil {
+							break // the run stopped at its bound: the other paths are not opened
+						}
 					}
 				}
 				// The counts always go to stderr, whatever the output: a run that read
@@ -394,6 +397,7 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	warn := func(format string, a ...any) { fmt.Fprintf(stderr, "observe: warning: "+format+"\n", a...) }
 	var errs []error
+	stopped := false
 	readFile := func(p string) {
 		fh, err := observe.Open(p, func(n string) (io.ReadCloser, error) { return os.Open(n) })
 		if err != nil {
@@ -403,6 +407,10 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 		defer fh.Close()
 		st, err := sink(fh, observe.Source{Name: p}, maxLine)
 		total.Add(st)
+		if le := (*observe.LimitError)(nil); errors.As(err, &le) {
+			stopped = true // the run stopped at its bound (the command says so): no more files
+			return
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -426,6 +434,9 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	files := 0
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if stopped {
+			return filepath.SkipAll
+		}
 		if err != nil {
 			if d == nil {
 				return err // the path itself: nothing below it to read
@@ -626,6 +637,11 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 		st, err := sink(rc, observe.Source{Name: p.Namespace + "/" + p.Name + "/" + s.container, Service: serviceOfPod(p)}, maxLine)
 		rc.Close()
 		total.Add(st)
+		if le := (*observe.LimitError)(nil); errors.As(err, &le) {
+			// The run stopped at its bound: the other pods' logs are not asked for.
+			fmt.Fprintf(stderr, "\robserve: stopped at pod %d of %d\n", i+1, len(with))
+			return total, errs, nil
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -29,8 +29,10 @@ func TestObserveMaxKeys(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b.log"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A path after the stop is not opened: an empty directory's warning would show it.
+	empty := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := execute([]string{"observe", "-f", dir, "--max-keys", "30", "--threshold", "0"}, strings.NewReader(""), &stdout, &stderr)
+	code := execute([]string{"observe", "-f", dir, "-f", empty, "--max-keys", "30", "--threshold", "0"}, strings.NewReader(""), &stdout, &stderr)
 	want := "observe: 35 lines read: 35 attempts, 0 skipped, 0 bad, 0 over the line limit\n" +
 		"retrycap: observe: stopped at " + filepath.Join(dir, "b.log") + `: line 6: "b05" would be one of more than 30 distinct keys, over --max-keys 30 (memory is per key: about 1 GiB per 4,000,000); ` +
 		"aggregate in the log store (-o csv to load it, -o sql or --postgres to query it), read fewer lines, or raise --max-keys where the memory is\n"
