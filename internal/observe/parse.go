@@ -799,8 +799,8 @@ func (p *parser) envoyFields(start, code, durMS, cluster, sni []byte) error {
 }
 
 // names sets direction, caller and target. Outbound (the caller's sidecar, or a gateway):
-// the callee is the host of the upstream cluster (outbound|8080||frontend.ns.svc.cluster.local),
-// the caller the stream's service. Inbound (the callee's sidecar): the callee is the host of
+// the callee is the host of the upstream cluster (outbound|8080||frontend.ns.svc.cluster.local;
+// a host outside the mesh, a ServiceEntry's, whole), the caller the stream's service. Inbound (the callee's sidecar): the callee is the host of
 // the SNI the caller's sidecar sent (outbound_.8080_._.frontend.ns.svc.cluster.local), else of
 // an inbound cluster that names one (inbound|8080|http|frontend...), else the stream's
 // service; only without any of them the :authority, which behind an ingress gateway is the
@@ -831,7 +831,7 @@ func (p *parser) names(cluster, sni []byte) {
 		return
 	}
 	if h := hostOfCluster(rest); len(h) > 0 {
-		r.target = p.serviceOfHost(h)
+		r.target = p.clusterHostName(h)
 	} else {
 		r.target = p.serviceOfHost(r.authority)
 	}
@@ -908,6 +908,22 @@ func traceIDOfB(tp []byte) []byte {
 		}
 	}
 	return id
+}
+
+// clusterHostName names the host of an outbound cluster: a service of the mesh
+// (NAME.NS.svc.CLUSTER-DOMAIN, NAME.NS.svc) by its first label, as ServiceOfHost; a host
+// outside it (a ServiceEntry's api.stripe.com) whole, lower-cased: by its first label, a
+// payment provider's "api" was taken for the mesh's own service api, and merged with it.
+func (p *parser) clusterHostName(h []byte) []byte {
+	if bytes.Contains(h, []byte(".svc.")) || bytes.HasSuffix(h, []byte(".svc")) || bytes.IndexByte(h, '.') < 0 || isIPv4B(h) {
+		return p.serviceOfHost(h)
+	}
+	for _, c := range h {
+		if c >= 'A' && c <= 'Z' {
+			return bytes.ToLower(h) // rare: a copy
+		}
+	}
+	return h
 }
 
 // serviceOfHost is ServiceOfHost over bytes: a sub-slice of h, or a lower-cased copy in the

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -134,6 +135,32 @@ func TestQuoteInHeader(t *testing.T) {
 		st, err := NewGrouper().Consume(strings.NewReader(tc.line+"\n"), Source{Name: "f"}, DefaultMaxLine)
 		if want := "f: line 1: " + tc.why; err != nil || st.Bad != 1 || st.Lines != 1 || st.FirstBad != want {
 			t.Errorf("%+v %v\nwant %s", st, err, want)
+		}
+	}
+}
+
+// TestOutboundHostOutsideMesh: an outbound cluster to a host outside the mesh (a ServiceEntry's
+// api.stripe.com) names the whole host; the mesh's services keep their first label, whatever
+// the cluster domain. Before: api.stripe.com was "api", merged with the mesh's own api.
+func TestOutboundHostOutsideMesh(t *testing.T) {
+	line := func(rid, cluster string) string {
+		return `[2026-11-24T14:02:11.118Z] "GET /a HTTP/1.1" 503 UF via_upstream - "-" 0 91 10 - "-" "curl" "` + rid + `" "shop.example.com" "1.2.3.4:443" ` + cluster + ` 10.44.1.23:35027 1.2.3.4:443 10.44.1.23:51910 - default`
+	}
+	g := NewGrouper()
+	in := line("ext", "outbound|443||API.Stripe.com") + "\n" + line("ext", "outbound|8080||api.shop.svc.cluster.local") + "\n" +
+		line("dom", "outbound|8080|v2|checkout.shop.svc.corp.example") + "\n" + line("dom", "outbound|8080||checkout.shop.svc") + "\n" +
+		line("short", "outbound|8080||checkout") + "\n" + line("ip", "outbound|8080||10.0.0.7") + "\n"
+	if st, err := g.Consume(strings.NewReader(in), Source{Name: "f"}, DefaultMaxLine); err != nil || st.Attempts != 6 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	for key, want := range map[string]string{"ext": "api 1 > api.stripe.com 1", "dom": "checkout 2", "short": "checkout 1", "ip": "10.0.0.7 1"} {
+		kr, _ := g.Key(key)
+		var got []string
+		for _, s := range kr.Services {
+			got = append(got, fmt.Sprintf("%s %d", s.Service, s.Attempts))
+		}
+		if strings.Join(got, " > ") != want {
+			t.Errorf("key %s: services %q, want %q", key, strings.Join(got, " > "), want)
 		}
 	}
 }
