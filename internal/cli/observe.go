@@ -58,19 +58,20 @@ from files, directories (every file below), stdin ("-", the default without -f a
 or with --from-cluster the logs of container -c of the pods -l selects, through the API server
 (pods/log; needs list on pods and get on pods/log); with -c retrycap-proxy only the sidecars
 retrycap's injector added (annotation retrycap.dev/injected), the others named on stderr. Memory is
-per key, not per line.
+per key, not per line, and bounded: over --max-keys distinct keys (trace ids, service names) the
+run stops at that line, exit 2, and the rest belongs in a log store (below).
 
 In a log store: -o sql prints the same aggregation as a query over a table of attempts (--dialect
 postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the
 table with; --postgres DSN runs the query in PostgreSQL and prints the answer like a file run.
 
 Access-log lines it recognises and cannot read as HTTP attempts (Envoy's TCP connection lines,
-nginx, HAProxy, other JSON access logs, Docker's json-file wrapper) are counted as not read, the
-first named with why.
+nginx, HAProxy, other JSON access logs, Docker's json-file wrapper, cloud load balancers' logs)
+are counted as not read, the first named with why.
 
-Exit status: 0 when at least one attempt with a key was read; 2 on bad input, when no line read
-was an access-log line (nothing to report: the access log is off, or the logs are not the
-proxies'), and when no attempt read has a key (nothing grouped, nothing checked).`,
+Exit status: 0 when at least one attempt with a key was read; 2 on bad input, over --max-keys,
+when no line read was an access-log line (nothing to report: the access log is off, or the logs
+are not the proxies'), and when no attempt read has a key (nothing grouped, nothing checked).`,
 		Example: `  retrycap observe -f /var/log/proxies/
   kubectl logs deploy/order -c retrycap-proxy | retrycap observe
   kubectl logs -n istio-system -l app=istio-ingressgateway --prefix --timestamps | retrycap observe
