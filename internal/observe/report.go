@@ -209,17 +209,19 @@ type Grouper struct {
 // NewGrouper returns an empty grouper.
 func NewGrouper() *Grouper {
 	return &Grouper{seed: maphash.MakeSeed(), index: map[uint64]uint32{},
-		names: map[string]uint32{}, methods: map[string]uint32{}, maxKeys: DefaultMaxKeys}
+		names: map[string]uint32{}, methods: map[string]uint32{}}
 }
 
-// DefaultMaxKeys bounds the distinct keys a run holds, and the distinct trace ids over all
-// keys: about 1 GiB at the measured cost of a key (docs/observe.md). A day of a busy
-// gateway's requests, each a key of its own, is the log store's to aggregate (-o sql,
-// --postgres), or a run with a higher --max-keys on a machine that has the memory.
+// DefaultMaxKeys is the command's bound (--max-keys) on the distinct keys a run holds, the
+// distinct trace ids over all keys and the distinct service names: about 1 GiB at the
+// measured cost of a key (docs/observe.md). A day of a busy gateway's requests, each a key of
+// its own, is the log store's to aggregate (-o sql, --postgres), or a run with a higher
+// --max-keys on a machine that has the memory.
 const DefaultMaxKeys = 4_000_000
 
 // SetMaxKeys sets the bound on the distinct keys, on the distinct trace ids and on the
-// distinct service names (0: none).
+// distinct service names (0, a new grouper's: none; the storm lab's runs are bounded by the
+// requests it sends).
 func (g *Grouper) SetMaxKeys(n int) { g.maxKeys = n }
 
 // Err is the bound the run met (a *LimitError), or nil: once met, nothing more is folded and
