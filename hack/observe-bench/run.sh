@@ -48,7 +48,7 @@ measure() { # label cmd...: prints "label cpu_s rss_mib"
 		cat "$work/err.$label" >&2
 		return "$rc"
 	fi
-	read -r u s m <"$work/t"
+	read -r u s m < <(tail -1 "$work/t") # on a non-zero exit time writes "Command exited with non-zero status N" first
 	printf '%-14s cpu %7.2f s  peak RSS %7.1f MiB\n' "$label" "$(echo "$u + $s" | bc)" "$(echo "scale=1; $m / 1024" | bc)"
 }
 measure idle-linked "$work/retrycap" observe -f /dev/null # straight after go build

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +39,7 @@ func NewObserveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		selector, container, kubeconfig, kubeCtx, ns, o string
 		dialect, table, pgDSN, logqlSelector            string
 		since                                           time.Duration
-		threshold, top, maxLine                         int
+		threshold, top, maxLine, maxKeys                int
 	)
 	cmd := &cobra.Command{
 		Use:   "observe [-f LOGS]... [--from-cluster -l SELECTOR] [--postgres DSN --table T]",
@@ -59,19 +58,20 @@ from files, directories (every file below), stdin ("-", the default without -f a
 or with --from-cluster the logs of container -c of the pods -l selects, through the API server
 (pods/log; needs list on pods and get on pods/log); with -c retrycap-proxy only the sidecars
 retrycap's injector added (annotation retrycap.dev/injected), the others named on stderr. Memory is
-per key, not per line.
+per key, not per line, and bounded: over --max-keys distinct keys (trace ids, service names) the
+run stops at that line, exit 2, and the rest belongs in a log store (below).
 
 In a log store: -o sql prints the same aggregation as a query over a table of attempts (--dialect
 postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the
 table with; --postgres DSN runs the query in PostgreSQL and prints the answer like a file run.
 
 Access-log lines it recognises and cannot read as HTTP attempts (Envoy's TCP connection lines,
-nginx, HAProxy, other JSON access logs, Docker's json-file wrapper) are counted as not read, the
-first named with why.
+nginx, HAProxy, other JSON access logs, Docker's json-file wrapper, cloud load balancers' logs)
+are counted as not read, the first named with why.
 
-Exit status: 0 when at least one attempt with a key was read; 2 on bad input, when no line read
-was an access-log line (nothing to report: the access log is off, or the logs are not the
-proxies'), and when no attempt read has a key (nothing grouped, nothing checked).`,
+Exit status: 0 when at least one attempt with a key was read; 2 on bad input, over --max-keys,
+when no line read was an access-log line (nothing to report: the access log is off, or the logs
+are not the proxies'), and when no attempt read has a key (nothing grouped, nothing checked).`,
 		Example: `  retrycap observe -f /var/log/proxies/
   kubectl logs deploy/order -c retrycap-proxy | retrycap observe
   kubectl logs -n istio-system -l app=istio-ingressgateway --prefix --timestamps | retrycap observe
@@ -142,6 +142,9 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 			case o == "logql" && since == 0 && cmd.Flags().Changed("since"):
 				return bad("--since 0s: -o logql needs a range (leave the flag out for the default, 1h)")
 			}
+			if maxKeys < 0 {
+				return bad("--max-keys %d: must be 0 (no bound) or more", maxKeys)
+			}
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
 			}
@@ -199,6 +202,7 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 				var sink consumer
 				var csvw *observe.CSVWriter
 				g := observe.NewGrouper()
+				g.SetMaxKeys(maxKeys)
 				if o == "csv" {
 					csvw = observe.NewCSVWriter(stdout)
 					sink = csvw.Consume
@@ -230,11 +234,19 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 						st, ferrs := readPath(sink, maxLine, f, stdin, stderr)
 						total.Add(st)
 						errs = append(errs, ferrs...)
+						if g.Err() != nil {
+							break // the run stopped at its bound: the other paths are not opened
+						}
 					}
 				}
 				// The counts always go to stderr, whatever the output: a run that read
 				// nothing it knew, or skipped lines, says so.
 				fmt.Fprintf(stderr, "observe: %s\n", total)
+				if err := g.Err(); err != nil {
+					// The run stopped at its bound: what it read is a prefix of the logs, no
+					// report of them (the other streams were not read, their errors moot).
+					return bad("stopped at %v", err)
+				}
 				broken := func() error {
 					if len(errs) == 1 && total.Lines == 0 {
 						return bad("%v", errs[0]) // nothing read at all: the error alone says it
@@ -321,6 +333,7 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 	f.IntVar(&threshold, "threshold", 5, "list the keys with more attempts than this")
 	f.IntVar(&top, "top", 20, "list at most this many keys (0: all); the summary counts them all")
 	f.IntVar(&maxLine, "max-line", observe.DefaultMaxLine, "longest line parsed, bytes, 1024 to 1 GiB (held whole: a memory bound); a longer one is counted and skipped")
+	f.IntVar(&maxKeys, "max-keys", observe.DefaultMaxKeys, "most distinct keys (and trace ids) held, about 1 GiB per 4,000,000: over it the run stops, exit 2 (0: no bound; -o csv holds none)")
 	f.StringVarP(&o, "output", "o", "table", "output: table, json, sql (the query for a log store), logql (for Loki) or csv (the rows to load)")
 	f.StringVar(&dialect, "dialect", string(observe.Postgres), "-o sql: postgres or clickhouse")
 	f.StringVar(&table, "table", "access_log", "-o sql, --postgres: the table of attempts (the columns -o csv writes)")
@@ -371,7 +384,7 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 		br := bufio.NewReader(stdin)
 		var in io.Reader = br
 		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-			zr, err := gzip.NewReader(br)
+			zr, err := observe.Gunzip(br)
 			if err != nil {
 				return total, []error{fmt.Errorf("stdin: %w", err)}
 			}
@@ -385,6 +398,7 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	warn := func(format string, a ...any) { fmt.Fprintf(stderr, "observe: warning: "+format+"\n", a...) }
 	var errs []error
+	stopped := false
 	readFile := func(p string) {
 		fh, err := observe.Open(p, func(n string) (io.ReadCloser, error) { return os.Open(n) })
 		if err != nil {
@@ -394,6 +408,10 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 		defer fh.Close()
 		st, err := sink(fh, observe.Source{Name: p}, maxLine)
 		total.Add(st)
+		if le := (*observe.LimitError)(nil); errors.As(err, &le) {
+			stopped = true // the run stopped at its bound (the command says so): no more files
+			return
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -417,6 +435,9 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	files := 0
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if stopped {
+			return filepath.SkipAll
+		}
 		if err != nil {
 			if d == nil {
 				return err // the path itself: nothing below it to read
@@ -617,6 +638,11 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 		st, err := sink(rc, observe.Source{Name: p.Namespace + "/" + p.Name + "/" + s.container, Service: serviceOfPod(p)}, maxLine)
 		rc.Close()
 		total.Add(st)
+		if le := (*observe.LimitError)(nil); errors.As(err, &le) {
+			// The run stopped at its bound: the other pods' logs are not asked for.
+			fmt.Fprintf(stderr, "\robserve: stopped at pod %d of %d\n", i+1, len(with))
+			return total, errs, nil
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}

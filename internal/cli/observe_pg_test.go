@@ -135,21 +135,28 @@ func TestObservePostgresMatchesFileRun(t *testing.T) {
 		t.Fatalf("%s rows loaded, want 296", got)
 	}
 
-	for _, sel := range [][]string{{"--threshold", "0", "--top", "0"}, {}, {"--threshold", "7", "--top", "3"}} {
+	matchFileRun(t, s, logs, "access_log", 296, [][]string{{"--threshold", "0", "--top", "0"}, {}, {"--threshold", "7", "--top", "3"}})
+}
+
+// matchFileRun checks that --postgres over table (rows attempts) and -o sql's query through
+// psql print the file run's table over logs, byte for byte, for each selection.
+func matchFileRun(t *testing.T, s *pgServer, logs []string, table string, rows int, sels [][]string) {
+	t.Helper()
+	for _, sel := range sels {
 		fileRun, _ := runCLI(t, append(append([]string{"observe"}, logs...), sel...)...)
 
 		// observe --postgres
-		pgRun, pgErr := runCLI(t, append([]string{"observe", "--postgres", s.dsn(), "--table", "access_log"}, sel...)...)
+		pgRun, pgErr := runCLI(t, append([]string{"observe", "--postgres", s.dsn(), "--table", table}, sel...)...)
 		t.Logf("%v: file run, %d lines:\n%s", sel, strings.Count(fileRun, "\n"), fileRun)
 		if pgRun != fileRun {
 			t.Errorf("%v: --postgres:\n%s\nfile run:\n%s", sel, pgRun, fileRun)
 		}
-		if pgErr != "observe: 296 rows read from access_log (the table's attempts)\n" {
+		if want := fmt.Sprintf("observe: %d rows read from %s (the table's attempts)\n", rows, table); pgErr != want {
 			t.Errorf("--postgres stderr %q", pgErr)
 		}
 
 		// the printed query, through psql
-		sql, _ := runCLI(t, append([]string{"observe", "-o", "sql"}, sel...)...)
+		sql, _ := runCLI(t, append([]string{"observe", "-o", "sql", "--table", table}, sel...)...)
 		out := s.psql(t, sql, "-A", "-t", "-F", "|")
 		threshold := 5
 		if len(sel) > 1 {

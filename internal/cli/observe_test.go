@@ -165,6 +165,21 @@ func TestObserveFromCluster(t *testing.T) {
 	if len(requests) != 3 {
 		t.Fatalf("requests %v", requests)
 	}
+	// Over --max-keys in the first pod's log, the run stops there: the second pod's log is
+	// not asked for (before the bound, every key was held; then the other pods were still
+	// asked for their logs, each read as nothing).
+	logs["gateway-1"] = accessLine("gateway", "order", "k2", 1, 503) + "\n" + accessLine("gateway", "order", "k3", 1, 503) + "\n" + accessLine("gateway", "order", "k4", 1, 503) + "\n"
+	requests = nil
+	stdout.Reset()
+	stderr.Reset()
+	code = execute([]string{"observe", "--from-cluster", "--kubeconfig", kc, "-l", "part-of=shop", "--since", "40m", "--max-keys", "2"}, nil, &stdout, &stderr)
+	wantErr = "\robserve: pod 1/2 shop/gateway-1 (0 attempts so far)\robserve: stopped at pod 1 of 2\n" +
+		"observe: 2 lines read: 2 attempts, 0 skipped, 0 bad, 0 over the line limit\n" +
+		`retrycap: observe: stopped at shop/gateway-1/retrycap-proxy: line 3: "k4" would be one of more than 2 distinct keys, over --max-keys 2 (memory is per key: about 1 GiB per 4,000,000); ` +
+		"aggregate in the log store (-o csv to load it, -o sql or --postgres to query it), read fewer lines, or raise --max-keys where the memory is\n"
+	if code != ExitBadInput || stdout.Len() != 0 || stderr.String() != wantErr || len(requests) != 2 {
+		t.Fatalf("--max-keys: exit %d, stdout %q, requests %v\nstderr %q\nwant   %q", code, stdout.String(), requests, stderr.String(), wantErr)
+	}
 	// A selector that selects nothing is named with the namespace (before: "among the 0 pods
 	// selected", neither named).
 	stdout.Reset()

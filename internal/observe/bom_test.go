@@ -50,3 +50,19 @@ func TestByteOrderMarks(t *testing.T) {
 		})
 	}
 }
+
+// TestByteOrderMarkMidStream: files joined with cat, the second saved with a UTF-8 byte-order
+// mark (and a CRI file's line after it), read as the same lines without it: before, the line the
+// mark started was skipped as no access-log line, its attempt lost (2 attempts of 3).
+func TestByteOrderMarkMidStream(t *testing.T) {
+	l := cutLine("a", 503, "")
+	in := l + "\n\xef\xbb\xbf" + l + "\r\n\xef\xbb\xbf" + "2026-12-01T10:00:00.123456789Z stdout F " + l + "\n"
+	g := NewGrouper()
+	st, err := g.Consume(strings.NewReader(in), Source{Name: "joined"}, DefaultMaxLine)
+	if err != nil || st != (Stats{Lines: 3, Attempts: 3}) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if kr, _ := g.Key("a"); kr.Attempts != 3 {
+		t.Fatalf("key a: %d attempts, want 3", kr.Attempts)
+	}
+}

@@ -6,7 +6,8 @@
 // CRI log files or as kubectl logs --timestamps/--prefix print them, gzip'd or not. Access-log
 // lines it recognises and cannot read as HTTP attempts (Envoy's TCP connection lines, nginx's
 // combined format, an ingress-nginx line that reached no upstream, HAProxy, JSON access logs of
-// other shapes, Docker's json-file wrapper: unread.go) are counted apart with why.
+// other shapes, Docker's json-file wrapper, a cloud load balancer's log: unread.go) are counted
+// apart with why.
 //
 // It streams: each line is parsed in place by hand-written scanners (no reflection; a line is
 // a format only with that format's exact field count, so a truncated line is bad, never a
@@ -15,7 +16,10 @@
 // grows with the distinct keys, never with line length), folded into its key's
 // aggregate (Idempotency-Key, else the traceparent trace id, else the request id: X-Request-Id,
 // or the storm lab's baggage member storm-op) and forgotten: memory is per key (pointer-free
-// slabs), never per line. The report gives per key the write-up's columns: attempts, chain
+// slabs; a key's trace ids, services and call edges past 16 also in a set of its own, so a
+// hot key costs no walk per line), never per line, and bounded (SetMaxKeys: over the bound
+// the run stops, naming the line). A line that cannot be told from a cut one (the last line
+// without its newline, in a format that ends in a bare field) is bad. The report gives per key the write-up's columns: attempts, chain
 // links (distinct trace ids), the services that took part, the first attempt, the span, the
 // failures (an answer whose body the proxy logged as cut after its head is one, whatever its
 // status), and the observed amplification (the attempts at the deepest service the key

@@ -278,3 +278,51 @@ func TestManyLongKeysBounded(t *testing.T) {
 	}
 	runtime.KeepAlive(g)
 }
+
+// TestHalfGzip: a file that is a gzip member and then text (a log appended to after it was
+// compressed) and concatenated members (rotations joined with cat): the members are read, and
+// the break names where the gzip data ends in the file (before: "breaks after byte 326", the
+// file's end, where gzip's own read-ahead had got to; the data ended at byte 158), from a file
+// and from stdin alike.
+func TestHalfGzip(t *testing.T) {
+	line := rline(okTime, `,"idempotency_key":"half"`) + "\n"
+	member := gz(t, []byte(line))
+	half := append(append(append([]byte{}, member...), member...), line...)
+	path := filepath.Join(t.TempDir(), "proxy.log.1") // no .gz: sniffed
+	if err := os.WriteFile(path, half, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s: read error at line 3, byte %d of the stream (the lines before it are counted): gzip: the gzip data ends at byte %d of the file, and what follows is no gzip member: gzip: invalid header",
+		path, 2*len(line), 2*len(member))
+	fh, err := Open(path, func(n string) (io.ReadCloser, error) { return os.Open(n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	g := NewGrouper()
+	st, err := g.Consume(fh, Source{Name: path}, DefaultMaxLine)
+	if err == nil || err.Error() != want || st != (Stats{Lines: 2, Attempts: 2}) {
+		t.Fatalf("%+v\n got %v\nwant %s", st, err, want)
+	}
+	zr, err := Gunzip(bytes.NewReader(half))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = NewGrouper().Consume(zr, Source{Name: path}, DefaultMaxLine)
+	if err == nil || err.Error() != want || st != (Stats{Lines: 2, Attempts: 2}) {
+		t.Fatalf("stdin: %+v\n got %v\nwant %s", st, err, want)
+	}
+	// Three members and an empty one: every line, no error.
+	joined := append(append(append(gz(t, nil), member...), member...), member...)
+	zr, err = Gunzip(bytes.NewReader(joined))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = NewGrouper()
+	if st, err := g.Consume(zr, Source{Name: "joined"}, DefaultMaxLine); err != nil || st != (Stats{Lines: 3, Attempts: 3}) {
+		t.Fatalf("joined: %+v %v", st, err)
+	}
+	if kr, _ := g.Key("half"); kr.Attempts != 3 {
+		t.Fatalf("joined: %d attempts of key half, want 3", kr.Attempts)
+	}
+}

@@ -176,19 +176,23 @@ func (p *parser) nginxTry(number int, start int64, times, statuses []byte) (rest
 
 // emit folds the line's attempts: the one attempt of a line, or each try an ingress-nginx line
 // lists, one after the other from the request's start. It returns how many it folded.
-func (p *parser) emit(fold func(*rec)) int {
+func (p *parser) emit(fold func(*rec) bool) (int, bool) {
 	if p.r.format != FormatIngressNginx {
-		fold(&p.r)
-		return 1
+		if !fold(&p.r) {
+			return 0, false
+		}
+		return 1, true
 	}
 	times, statuses, start := p.ng.times, p.ng.statuses, p.ng.start
 	n := 0
 	for len(statuses) > 0 {
 		n++
 		times, statuses, start = p.nginxTry(n, start, times, statuses)
-		fold(&p.r)
+		if !fold(&p.r) {
+			return n - 1, false // a line's tries share its key: only its first can meet the bound
+		}
 	}
-	return n
+	return n, true
 }
 
 // nginxList reads one of the upstream lists at the start of s: entries separated by ", " or

@@ -149,7 +149,7 @@ func TestIngressNginxAllocs(t *testing.T) {
 		if k, err := p.parse(line); k != lineAttempt {
 			t.Fatalf("%v %v", k, err)
 		}
-		if n := p.emit(g.fold); n != 3 {
+		if n, ok := p.emit(g.fold); n != 3 || !ok {
 			t.Fatalf("%d attempts folded, want 3", n)
 		}
 	}

@@ -95,6 +95,8 @@ func stripShapes(line []byte, st *shapeState) []byte {
 	return content
 }
 
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
+
 // tooLongMarker is returned by stripShapes for a CRI line whose parts add up to more than the
 // limit (compared by identity, never by content).
 var tooLongMarker = []byte{0}
@@ -104,7 +106,11 @@ var tooLongMarker = []byte{0}
 // calls fold for each attempt. A read error (a truncated gzip stream, a connection cut) ends
 // the stream: the lines before it are counted and folded, a line it cut is counted bad, and
 // the error names the stream, the line and the byte offset in what was read.
-func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec)) (Stats, error) {
+//
+// fold returns false when the attempt would take the aggregates over their bound: the scan
+// stops there, the line not counted (the counts are those of the lines before it), and the
+// error is a *LimitError naming the line.
+func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec) bool) (Stats, error) {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
@@ -131,6 +137,11 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 		// writer's next line follows a run of NULs as long as the old file. Dropped, whatever
 		// their number; n still counts them (the offsets in messages are the file's).
 		line = bytes.TrimLeft(line, "\x00")
+		// A UTF-8 byte-order mark that starts a line within the stream is a file's that was
+		// joined to the one before it (cat a.log b.log, b written by Windows PowerShell):
+		// kept, the line was no access-log line and its attempt was lost, as at a stream's
+		// start (textbom). n still counts it.
+		line = bytes.TrimPrefix(line, utf8BOM)
 		tooLong := false
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
@@ -155,6 +166,7 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 		if n > 0 {
 			phys++
 		}
+		raw := line // before its line end is trimmed: the last line may have none
 		if cut && (n > 0 || tooLong) {
 			// The read error cut this line: its end is unknown, so it is not parsed.
 			st.Lines++
@@ -177,9 +189,19 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 					st.TooLong++
 				default:
 					k, perr := p.parse(body)
+					if k == lineAttempt || k == lineUnread {
+						if why := cutAtEnd(p, k, body, err == io.EOF && !bytes.HasSuffix(raw, []byte("\n"))); why != "" {
+							k, perr = lineBad, errors.New(why)
+						}
+					}
 					switch k {
 					case lineAttempt:
-						n := p.emit(fold)
+						n, ok := p.emit(fold)
+						if !ok {
+							// ingress-nginx's tries share one key: n is 0 here.
+							st.Lines--
+							return st, stopAt(fmt.Sprintf("%s: line %d", src.Name, phys))
+						}
 						st.Attempts += n
 						st.ListedRetries += n - 1
 					case lineBad:
@@ -215,6 +237,33 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 	}
 }
 
+// stopAt is where a fold met the aggregates' bound: Grouper.Consume puts it in its LimitError.
+type stopAt string
+
+func (s stopAt) Error() string { return string(s) + ": the aggregates' bound was met" }
+
+// cutAtEnd says why the last line of a stream, when it has no newline (a file copied or a
+// stream cut while a line was written), is not taken as what it reads as: a line whose format
+// ends in a bare field may be a longer line cut short. An ingress-nginx line ends in its key
+// ($req_id: cut, another key, counted as a request of its own), Istio's text line in its route
+// name, and an ingress-nginx line cut before its upstream fields reads as nginx's Combined
+// format. A line whose end is a quote or a brace (Envoy's 13 fields, the JSON formats) is
+// checked whole by its parser.
+func cutAtEnd(p *parser, k lineKind, body []byte, noNewline bool) string {
+	if !noNewline {
+		return ""
+	}
+	switch {
+	case k == lineAttempt && p.r.format == FormatIngressNginx:
+		return "the last line has no newline and ends in its $req_id, the key: cut while written? (not read: a cut key is another key)"
+	case k == lineAttempt && p.r.format == FormatEnvoyText && !bytes.HasSuffix(body, []byte(`"`)):
+		return "the last line has no newline and ends in Istio's %ROUTE_NAME%: cut while written? (not read)"
+	case k == lineUnread && p.unread == whyNginx:
+		return "the last line has no newline and reads as nginx's Combined format, as an ingress-nginx line cut before its upstream fields does: cut while written? (not read)"
+	}
+	return ""
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -239,14 +288,39 @@ func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser,
 	if !strings.HasSuffix(path, ".gz") && !gz {
 		return readCloser{br, f}, nil
 	}
-	c := &countingReader{r: br}
-	zr, err := gzip.NewReader(c)
+	zr, err := Gunzip(br)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: named .gz but not gzip: %w", path, err)
 	}
-	return &gzipFile{zr, f, c}, nil
+	return &gzipFile{zr, f}, nil
 }
+
+// Gunzip reads r through gzip, member after member, and names where in r a break is (stdin
+// that starts with gzip's magic is read through it; Open's files too).
+func Gunzip(r io.Reader) (*GzipReader, error) {
+	c := &countingReader{r: r}
+	// gzip reads a bufio.Reader (an io.ByteReader) as it is, with no read-ahead of its own,
+	// so what c read less what b holds is where in r the decompressor is, exactly (before,
+	// gzip's own buffer's end was given: a file's end where its data ended sooner).
+	b := bufio.NewReaderSize(c, 64<<10)
+	zr, err := gzip.NewReader(b)
+	if err != nil {
+		return nil, err
+	}
+	zr.Multistream(false) // the members one by one: where each ends is known (Read)
+	return &GzipReader{zr, c, b}, nil
+}
+
+// GzipReader is Gunzip's reader.
+type GzipReader struct {
+	z *gzip.Reader
+	c *countingReader
+	b *bufio.Reader
+}
+
+// at is how many bytes of the compressed stream the decompressor has taken.
+func (g *GzipReader) at() int64 { return g.c.n - int64(g.b.Buffered()) }
 
 // readCloser reads through r (a reader of f's that peeked at its start) and closes f.
 type readCloser struct {
@@ -257,21 +331,42 @@ type readCloser struct {
 func (r readCloser) Close() error { return r.f.Close() }
 
 type gzipFile struct {
-	*gzip.Reader
+	*GzipReader
 	f io.Closer
-	c *countingReader
 }
 
 // Read names where in the compressed file a broken stream broke (a truncated rotation ends
 // at the file's end, a corrupt block before it).
-func (g *gzipFile) Read(p []byte) (int, error) {
-	n, err := g.Reader.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("gzip: the compressed stream breaks after byte %d of the file: %w", g.c.n, err)
+//
+// The members of a file are read one after the other (concatenated rotations, as gzip -d
+// reads them); bytes after a member that are no gzip member (a file that is half gzip, half
+// text: a log appended to after compression) end the stream with an error that says where the
+// last member ended.
+func (g *GzipReader) Read(p []byte) (int, error) {
+	for {
+		n, err := g.z.Read(p)
+		if err == io.EOF {
+			end := g.at()
+			switch rerr := g.z.Reset(g.b); {
+			case rerr == io.EOF:
+				return n, io.EOF // no member after it
+			case rerr != nil:
+				return n, fmt.Errorf("gzip: the gzip data ends at byte %d of the file, and what follows is no gzip member: %w", end, rerr)
+			}
+			g.z.Multistream(false)
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("gzip: the compressed stream breaks after byte %d of the file: %w", g.at(), err)
+		}
+		return n, err
 	}
-	return n, err
 }
 
+// countingReader counts the bytes read from r.
 type countingReader struct {
 	r io.Reader
 	n int64
@@ -284,7 +379,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func (g *gzipFile) Close() error {
-	err := g.Reader.Close()
+	err := g.z.Close()
 	if cerr := g.f.Close(); err == nil {
 		err = cerr
 	}

@@ -235,6 +235,19 @@ func validTraceID(id []byte) bool {
 	return !zero
 }
 
+// envoyJSONKeys says whether a JSON line that does not parse has a key only Envoy's access
+// log has. Istio's JSON is written with its keys in order, start_time late: a line cut before
+// it had neither start_time nor response_code, and was skipped as an application's, or read
+// as "a JSON access log of another shape" (cut after "response_code").
+func envoyJSONKeys(line []byte) bool {
+	for _, k := range [...]string{`"bytes_received"`, `"response_code"`, `"response_flags"`, `"upstream_cluster"`, `"upstream_host"`, `"requested_server_name"`, `"downstream_remote_address"`, `"x-request-id"`} {
+		if bytes.Contains(line, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseLine reads one line into p.r.
 func (p *parser) parseLine(line []byte) (lineKind, error) {
 	p.scratch = p.scratch[:0]
@@ -301,7 +314,7 @@ func Parse(r io.Reader, src Source, emit func(Attempt)) (Stats, error) {
 // ParseLimit is Parse with a line limit.
 func ParseLimit(r io.Reader, src Source, maxLine int, emit func(Attempt)) (Stats, error) {
 	p := &parser{src: src}
-	return scanLines(r, src, maxLine, p, func(r *rec) { emit(r.attempt()) })
+	return scanLines(r, src, maxLine, p, func(r *rec) bool { emit(r.attempt()); return true })
 }
 
 // ParseLine parses one line: ok false (and no error) for a line of no known format. Of an
@@ -424,7 +437,7 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		return lineSkipped, nil
 	}
 	if err != nil {
-		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) {
+		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) || envoyJSONKeys(line) {
 			return lineBad, fmt.Errorf("%w (truncated?)", err)
 		}
 		return lineSkipped, nil
@@ -732,6 +745,12 @@ func (p *parser) parseEnvoyText(line []byte) error {
 		if !numOrDash(f[4].b) || !numOrDash(f[5].b) {
 			return fmt.Errorf("envoy text line: bytes fields %q %q are not numbers", f[4].b, f[5].b)
 		}
+	case n == envoyFields || n == istioFields:
+		// The count of one format, its quotes elsewhere: a header value with a quote in it
+		// (Envoy writes header values unescaped, envoyproxy/envoy#4191) split its field, and
+		// the line reached the other format's count by chance; read by count, its fields
+		// would be another's.
+		return fmt.Errorf("envoy text line: %d fields, but not quoted where Envoy's default format or Istio's quotes them (a header value with a \" in it? Envoy writes it unescaped)", n)
 	default:
 		return fmt.Errorf("envoy text line: %d fields, want exactly %d (Envoy's default format) or %d (Istio's)", n, envoyFields, istioFields)
 	}
@@ -780,8 +799,8 @@ func (p *parser) envoyFields(start, code, durMS, cluster, sni []byte) error {
 }
 
 // names sets direction, caller and target. Outbound (the caller's sidecar, or a gateway):
-// the callee is the host of the upstream cluster (outbound|8080||frontend.ns.svc.cluster.local),
-// the caller the stream's service. Inbound (the callee's sidecar): the callee is the host of
+// the callee is the host of the upstream cluster (outbound|8080||frontend.ns.svc.cluster.local;
+// a host outside the mesh, a ServiceEntry's, whole), the caller the stream's service. Inbound (the callee's sidecar): the callee is the host of
 // the SNI the caller's sidecar sent (outbound_.8080_._.frontend.ns.svc.cluster.local), else of
 // an inbound cluster that names one (inbound|8080|http|frontend...), else the stream's
 // service; only without any of them the :authority, which behind an ingress gateway is the
@@ -812,7 +831,7 @@ func (p *parser) names(cluster, sni []byte) {
 		return
 	}
 	if h := hostOfCluster(rest); len(h) > 0 {
-		r.target = p.serviceOfHost(h)
+		r.target = p.clusterHostName(h)
 	} else {
 		r.target = p.serviceOfHost(r.authority)
 	}
@@ -889,6 +908,22 @@ func traceIDOfB(tp []byte) []byte {
 		}
 	}
 	return id
+}
+
+// clusterHostName names the host of an outbound cluster: a service of the mesh
+// (NAME.NS.svc.CLUSTER-DOMAIN, NAME.NS.svc) by its first label, as ServiceOfHost; a host
+// outside it (a ServiceEntry's api.stripe.com) whole, lower-cased: by its first label, a
+// payment provider's "api" was taken for the mesh's own service api, and merged with it.
+func (p *parser) clusterHostName(h []byte) []byte {
+	if bytes.Contains(h, []byte(".svc.")) || bytes.HasSuffix(h, []byte(".svc")) || bytes.IndexByte(h, '.') < 0 || isIPv4B(h) {
+		return p.serviceOfHost(h)
+	}
+	for _, c := range h {
+		if c >= 'A' && c <= 'Z' {
+			return bytes.ToLower(h) // rare: a copy
+		}
+	}
+	return h
 }
 
 // serviceOfHost is ServiceOfHost over bytes: a sub-slice of h, or a lower-cased copy in the

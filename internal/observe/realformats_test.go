@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,13 @@ func TestRealFormats(t *testing.T) {
 		// documents it), and Docker's json-file wrapper around an Envoy line.
 		{"nginx json", `{"time": "2026-11-24T14:02:11+00:00", "request_id": "6d8e6f2c0f6e4a4b9b1c7e2d3a4f5b6c", "remote_addr": "10.244.0.1", "status": 502, "request_time": 0.012, "method": "GET", "path": "/checkout"}`, whyJSON},
 		{"docker json-file", `{"log":"[2026-11-24T14:06:00.000Z] \"GET /catalog HTTP/1.1\" 503 UF 0 91 12 - \"-\" \"curl/8.5.0\" \"envoy-1\" \"catalog.shop:8080\" \"10.44.4.2:8080\"\n","stream":"stdout","time":"2026-11-24T14:06:00.000123456Z"}`, whyDocker},
+		// Cloud load balancers' logs (hand-written after the providers' documented fields):
+		// before, skipped as an application's output, and a run over them said "is the access
+		// log on?".
+		{"aws alb", `http 2026-12-01T10:00:00.123456Z app/my-loadbalancer/50dc6c495c0c9188 192.168.131.39:2817 10.0.0.1:80 0.000 0.001 0.000 502 502 34 366 "GET http://www.example.com:80/ HTTP/1.1" "curl/7.46.0" - - arn:aws:elasticloadbalancing:us-east-2:123456789012:targetgroup/my-targets/73e2d6bc24d8a067 "Root=1-58337262-36d228ad5d99923122bbe354" "-" "-" 0 2026-12-01T10:00:00.122000Z "forward" "-" "-" "10.0.0.1:80" "502" "-" "-" TID_1234`, whyALB},
+		{"aws alb h2", `h2 2026-12-01T10:00:00.123456Z app/my-loadbalancer/50dc6c495c0c9188 10.0.1.252:48160 10.0.0.66:9000 0.000 0.002 0.000 200 200 5 257 "GET https://10.0.2.105:773/ HTTP/2.0" "curl/7.46.0" ECDHE-RSA-AES128-GCM-SHA256 TLSv1.2 arn:aws:elasticloadbalancing:us-east-2:123456789012:targetgroup/my-targets/73e2d6bc24d8a067 "Root=1-58337327-72bd00b0343d75b906739c42" "-" "-" 1 2026-12-01T10:00:00.121000Z "redirect" "https://example.com:80/" "-" "10.0.0.66:9000" "200" "-" "-" TID_1234`, whyALB},
+		{"gcp lb", `{"httpRequest":{"requestMethod":"GET","requestUrl":"https://shop.example.com/","status":502,"latency":"0.012s","remoteIp":"203.0.113.7"},"resource":{"type":"http_load_balancer"},"timestamp":"2026-12-01T10:00:00.123Z","trace":"projects/p/traces/4bf92f3577b34da6a3ce929d0e0e4736","jsonPayload":{"statusDetails":"failed_to_connect_to_backend"}}`, whyGCPLB},
+		{"app text with http", `http 2026-12-01T10:00:00Z listening on :8080`, skipped},
 		// An application's own output stays skipped.
 		{"app json", `{"level":"info","ts":"2026-11-24T14:02:11Z","msg":"listening","addr":":8080"}`, skipped},
 		{"app text", `2026-11-24 14:02:11 INFO started in 3.2 s`, skipped},
@@ -110,5 +118,49 @@ func TestEnvoyGatewayJSON(t *testing.T) {
 	a, ok, err := ParseLine([]byte(line("r-3", 200)), Source{})
 	if err != nil || !ok || a.Path != "/checkout" || a.Authority != "www.example.com" || a.Target != "checkout" || a.RequestID != "r-3" {
 		t.Fatalf("%+v %v %v", a, ok, err)
+	}
+}
+
+// TestQuoteInHeader: Envoy writes header values unescaped (envoyproxy/envoy#4191), so a
+// User-Agent with a quote in it splits its field. Such a line is bad, never read with its
+// fields shifted; one that reaches the other format's count by chance is named for what it
+// is (before: "22 fields, want exactly 13 ... or 22").
+func TestQuoteInHeader(t *testing.T) {
+	for _, tc := range []struct{ line, why string }{
+		{`[2026-11-24T14:06:00.000Z] "GET /catalog HTTP/1.1" 503 UF 0 91 12 - "-" "curl "x" y" "rid-q" "catalog.shop:8080" "10.44.4.2:8080"`,
+			`envoy text line: 15 fields, want exactly 13 (Envoy's default format) or 22 (Istio's)`},
+		{`[2026-11-24T14:06:00.000Z] "GET /catalog HTTP/1.1" 503 UF 0 91 12 - "-" "x" 1 2 3 4 5 6 7 8 "y" "rid-real" "catalog.shop:8080" "10.44.4.2:8080"`,
+			`envoy text line: 22 fields, but not quoted where Envoy's default format or Istio's quotes them (a header value with a " in it? Envoy writes it unescaped)`},
+	} {
+		st, err := NewGrouper().Consume(strings.NewReader(tc.line+"\n"), Source{Name: "f"}, DefaultMaxLine)
+		if want := "f: line 1: " + tc.why; err != nil || st.Bad != 1 || st.Lines != 1 || st.FirstBad != want {
+			t.Errorf("%+v %v\nwant %s", st, err, want)
+		}
+	}
+}
+
+// TestOutboundHostOutsideMesh: an outbound cluster to a host outside the mesh (a ServiceEntry's
+// api.stripe.com) names the whole host; the mesh's services keep their first label, whatever
+// the cluster domain. Before: api.stripe.com was "api", merged with the mesh's own api.
+func TestOutboundHostOutsideMesh(t *testing.T) {
+	line := func(rid, cluster string) string {
+		return `[2026-11-24T14:02:11.118Z] "GET /a HTTP/1.1" 503 UF via_upstream - "-" 0 91 10 - "-" "curl" "` + rid + `" "shop.example.com" "1.2.3.4:443" ` + cluster + ` 10.44.1.23:35027 1.2.3.4:443 10.44.1.23:51910 - default`
+	}
+	g := NewGrouper()
+	in := line("ext", "outbound|443||API.Stripe.com") + "\n" + line("ext", "outbound|8080||api.shop.svc.cluster.local") + "\n" +
+		line("dom", "outbound|8080|v2|checkout.shop.svc.corp.example") + "\n" + line("dom", "outbound|8080||checkout.shop.svc") + "\n" +
+		line("short", "outbound|8080||checkout") + "\n" + line("ip", "outbound|8080||10.0.0.7") + "\n"
+	if st, err := g.Consume(strings.NewReader(in), Source{Name: "f"}, DefaultMaxLine); err != nil || st.Attempts != 6 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	for key, want := range map[string]string{"ext": "api 1 > api.stripe.com 1", "dom": "checkout 2", "short": "checkout 1", "ip": "10.0.0.7 1"} {
+		kr, _ := g.Key(key)
+		var got []string
+		for _, s := range kr.Services {
+			got = append(got, fmt.Sprintf("%s %d", s.Service, s.Attempts))
+		}
+		if strings.Join(got, " > ") != want {
+			t.Errorf("key %s: services %q, want %q", key, strings.Join(got, " > "), want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/hex"
+	"fmt"
 	"hash/fnv"
 	"hash/maphash"
 	"io"
@@ -190,6 +191,19 @@ type Grouper struct {
 	keyless int
 	stats   Stats
 	scratch shapeBuf
+	// bigTraces are the trace ids of the keys with more than traceWalk of them, as a set.
+	bigTraces map[uint32]map[[16]byte]struct{}
+	// bigSvcs and bigEdges are the same for the keys with more than traceWalk services (the
+	// name's id to its node + 1) or call edges.
+	bigSvcs  map[uint32]map[uint32]uint32
+	bigEdges map[uint32]map[[2]uint32]struct{}
+	// moreMethods are the methods past the 63rd of each key that had one: key << 32 | method.
+	moreMethods map[uint64]struct{}
+	maxKeys     int
+	full        *LimitError // the bound the run met: nothing is folded after it
+	// traceSteps counts the list nodes compared by addTrace, service and addEdge (the tests
+	// bound the work per line).
+	traceSteps int
 }
 
 // NewGrouper returns an empty grouper.
@@ -198,20 +212,69 @@ func NewGrouper() *Grouper {
 		names: map[string]uint32{}, methods: map[string]uint32{}}
 }
 
-func (g *Grouper) intern(b []byte) uint32 {
+// DefaultMaxKeys is the command's bound (--max-keys) on the distinct keys a run holds, the
+// distinct trace ids over all keys and the distinct service names: about 1 GiB at the
+// measured cost of a key (docs/observe.md). A day of a busy gateway's requests, each a key of
+// its own, is the log store's to aggregate (-o sql, --postgres), or a run with a higher
+// --max-keys on a machine that has the memory.
+const DefaultMaxKeys = 4_000_000
+
+// SetMaxKeys sets the bound on the distinct keys, on the distinct trace ids and on the
+// distinct service names (0, a new grouper's: none; the storm lab's runs are bounded by the
+// requests it sends).
+func (g *Grouper) SetMaxKeys(n int) { g.maxKeys = n }
+
+// Err is the bound the run met (a *LimitError), or nil: once met, nothing more is folded and
+// Consume reads nothing, so the aggregates are a prefix of the input, not a report of it.
+func (g *Grouper) Err() error {
+	if g.full == nil {
+		return nil
+	}
+	return g.full
+}
+
+// LimitError is a bound of the grouper's met: the run stops, and says which and where.
+type LimitError struct {
+	What  string // "distinct keys", "distinct trace ids" or "distinct service names"
+	Limit int
+	Value []byte // the key or trace id that would have gone over
+	Where string // FILE: line N, set by the scan
+}
+
+func (e *LimitError) Error() string {
+	v := e.Value
+	if len(v) > 64 {
+		v = v[:64]
+	}
+	return fmt.Sprintf("%s: %q would be one of more than %s %s, over --max-keys %d (memory is per key: about 1 GiB per 4,000,000); "+
+		"aggregate in the log store (-o csv to load it, -o sql or --postgres to query it), read fewer lines, or raise --max-keys where the memory is",
+		e.Where, v, Thousands(e.Limit), e.What, e.Limit)
+}
+
+// intern is name b's id; false when it would be one more name than the bound (SetMaxKeys):
+// service names come from hosts a client chose (the :authority, at worst), so a scanner's
+// Host headers are as many names as lines.
+func (g *Grouper) intern(b []byte) (uint32, bool) {
 	if id, ok := g.names[string(b)]; ok {
-		return id
+		return id, true
+	}
+	if g.maxKeys > 0 && len(g.svcName) >= g.maxKeys {
+		g.full = &LimitError{What: "distinct service names", Limit: g.maxKeys, Value: bytes.Clone(b)}
+		return 0, false
 	}
 	s := string(b)
 	id := uint32(len(g.svcName))
 	g.svcName = append(g.svcName, s)
 	g.names[s] = id
-	return id
+	return id, true
 }
 
-func (g *Grouper) method(b []byte) uint64 {
+// method folds method b into key idx's methods: a bit each for the run's first 63 methods,
+// and past them (junk methods, a scanner's) bit 63 and the pair in a set: sharing bit 63, a
+// key sent "M70" was shown with every method from the 64th on.
+func (g *Grouper) method(idx uint32, a *keyAgg, b []byte) {
 	if len(b) == 0 {
-		return 0
+		return
 	}
 	id, ok := g.methods[string(b)]
 	if !ok {
@@ -220,15 +283,30 @@ func (g *Grouper) method(b []byte) uint64 {
 		g.mName = append(g.mName, s)
 		g.methods[s] = id
 	}
-	return 1 << min(id, 63)
+	if id < 63 {
+		a.methods |= 1 << id
+		return
+	}
+	a.methods |= 1 << 63
+	if g.moreMethods == nil {
+		g.moreMethods = map[uint64]struct{}{}
+	}
+	g.moreMethods[uint64(idx)<<32|uint64(id)] = struct{}{}
 }
 
 // Consume parses r (any of the formats and line shapes) and folds its attempts: the hot
 // path, no allocation per line once its key and names were seen.
 func (g *Grouper) Consume(r io.Reader, src Source, maxLine int) (Stats, error) {
+	if g.full != nil {
+		return Stats{}, g.full // the run stopped at its bound: the other streams are not read
+	}
 	p := &parser{src: src}
 	st, err := scanLines(r, src, maxLine, p, g.fold)
 	g.stats.Add(st)
+	if where, ok := err.(stopAt); ok && g.full != nil {
+		g.full.Where = string(where)
+		return st, g.full
+	}
 	return st, err
 }
 
@@ -239,7 +317,7 @@ func (g *Grouper) Add(a Attempt) {
 		method: []byte(a.Method), status: a.Status, grpc: a.GRPCStatus, traceID: []byte(a.TraceID), idem: []byte(a.IdemKey),
 		rid: []byte(a.RequestID), stormOp: []byte(a.StormOp), cut: []byte(a.Cut), bodyBytes: a.BodyBytes,
 	}
-	g.fold(&r)
+	g.fold(&r) // over the bound: Err says so
 }
 
 // hash is the key's slot in the index. 64 bits are enough: the key's bytes are compared on
@@ -262,17 +340,21 @@ func (g *Grouper) find(k []byte) (uint32, bool) {
 
 // lookup finds or adds key k: by its 64-bit hash, the bytes compared (a second key with the
 // same hash goes to the collision map: exact, whatever the hash does).
-func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
+func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) (uint32, bool) {
 	h := g.hash(k)
 	idx, ok := g.index[h]
 	if ok {
 		a := g.aggs.at(idx)
 		if string(g.keys.get(a.keyOff(), a.keyLen)) == string(k) {
-			return idx
+			return idx, true
 		}
 		if i, ok := g.collide[string(k)]; ok {
-			return i
+			return i, true
 		}
+	}
+	if g.maxKeys > 0 && int(g.aggs.n) >= g.maxKeys {
+		g.full = &LimitError{What: "distinct keys", Limit: g.maxKeys, Value: k}
+		return 0, false
 	}
 	n := g.aggs.add(keyAgg{first: start, end: end, ref: g.keys.add(k) | uint64(kind)<<kindShift, keyLen: uint32(len(k))})
 	if ok {
@@ -283,17 +365,41 @@ func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
 	} else {
 		g.index[h] = n
 	}
-	return n
+	return n, true
 }
 
-func (g *Grouper) fold(r *rec) {
+// fold folds one attempt into its key's aggregate; false when the attempt would take the
+// grouper over its bound (SetMaxKeys): nothing of it is counted, and Err says which bound.
+func (g *Grouper) fold(r *rec) bool {
+	if g.full != nil {
+		return false
+	}
 	k, kind := r.key()
 	if kind == kindNone {
 		g.keyless++
-		return
+		return true
 	}
-	idx := g.lookup(k, kind, r.start, r.start+r.dur)
+	// The names, the key and the trace id first: over a bound, the run stops before anything
+	// of this attempt is counted.
+	t, ok := g.intern(r.target)
+	if !ok {
+		return false
+	}
+	c := uint32(0)
+	hasCaller := len(r.caller) > 0 && string(r.caller) != string(r.target)
+	if hasCaller {
+		if c, ok = g.intern(r.caller); !ok {
+			return false
+		}
+	}
+	idx, ok := g.lookup(k, kind, r.start, r.start+r.dur)
+	if !ok {
+		return false
+	}
 	a := g.aggs.at(idx)
+	if len(r.traceID) > 0 && !g.addTrace(idx, a, traceKey(r.traceID)) {
+		return false
+	}
 	if kind < a.kind() {
 		a.setKind(kind)
 	}
@@ -303,21 +409,8 @@ func (g *Grouper) fold(r *rec) {
 	if e := r.start + r.dur; e > a.end {
 		a.end = e
 	}
-	a.methods |= g.method(r.method)
-	t := g.intern(r.target)
-	var s *svcNode
-	for j := a.svc; j != 0; {
-		n := g.svcs.at(j - 1)
-		if n.id == t {
-			s = n
-			break
-		}
-		j = n.next
-	}
-	if s == nil {
-		a.svc = g.svcs.add(svcNode{id: t, first: r.start, next: a.svc}) + 1
-		s = g.svcs.at(a.svc - 1)
-	}
+	g.method(idx, a, r.method)
+	s := g.service(idx, a, t, r.start)
 	if r.start < s.first {
 		s.first = r.start
 	}
@@ -333,36 +426,124 @@ func (g *Grouper) fold(r *rec) {
 			s.outFail++
 		}
 	}
-	if len(r.caller) > 0 && string(r.caller) != string(r.target) {
-		c := g.intern(r.caller)
-		found := false
-		for i := a.edge; i != 0; {
-			e := g.edges.at(i - 1)
-			if e.from == c && e.to == t {
-				found = true
-				break
-			}
-			i = e.next
+	if hasCaller {
+		g.addEdge(idx, a, c, t)
+	}
+	return true
+}
+
+// service is key idx's node of service t, added when the key had none: a list walked for a
+// key's few services, a set past traceWalk of them (one key sent to ever new hosts, as a
+// constant x-request-id across a scanner's Host headers, was quadratic: 50,000 lines, 5 s).
+func (g *Grouper) service(idx uint32, a *keyAgg, t uint32, start int64) *svcNode {
+	n := 0
+	for j := a.svc; j != 0 && n < traceWalk; n++ {
+		s := g.svcs.at(j - 1)
+		g.traceSteps++
+		if s.id == t {
+			return s
 		}
-		if !found {
-			a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
+		j = s.next
+	}
+	var set map[uint32]uint32
+	if n == traceWalk {
+		var ok bool
+		if set, ok = g.bigSvcs[idx]; !ok {
+			if g.bigSvcs == nil {
+				g.bigSvcs = map[uint32]map[uint32]uint32{}
+			}
+			set = map[uint32]uint32{}
+			for j := a.svc; j != 0; j = g.svcs.at(j - 1).next {
+				set[g.svcs.at(j-1).id] = j
+			}
+			g.bigSvcs[idx] = set
+		}
+		if j, ok := set[t]; ok {
+			return g.svcs.at(j - 1)
 		}
 	}
-	if len(r.traceID) > 0 {
-		id := traceKey(r.traceID)
-		found := false
-		for i := a.trace; i != 0; {
-			tn := g.traces.at(i - 1)
-			if tn.id == id {
-				found = true
-				break
-			}
-			i = tn.next
+	a.svc = g.svcs.add(svcNode{id: t, first: start, next: a.svc}) + 1
+	if set != nil {
+		set[t] = a.svc
+	}
+	return g.svcs.at(a.svc - 1)
+}
+
+// addEdge adds the call edge c -> t to key idx's, once: a list, a set past traceWalk edges.
+func (g *Grouper) addEdge(idx uint32, a *keyAgg, c, t uint32) {
+	n := 0
+	for i := a.edge; i != 0 && n < traceWalk; n++ {
+		e := g.edges.at(i - 1)
+		g.traceSteps++
+		if e.from == c && e.to == t {
+			return
 		}
-		if !found {
-			a.trace = g.traces.add(traceNode{id: id, next: a.trace}) + 1
+		i = e.next
+	}
+	if n == traceWalk {
+		set, ok := g.bigEdges[idx]
+		if !ok {
+			if g.bigEdges == nil {
+				g.bigEdges = map[uint32]map[[2]uint32]struct{}{}
+			}
+			set = map[[2]uint32]struct{}{}
+			for i := a.edge; i != 0; i = g.edges.at(i - 1).next {
+				e := g.edges.at(i - 1)
+				set[[2]uint32{e.from, e.to}] = struct{}{}
+			}
+			g.bigEdges[idx] = set
+		}
+		if _, ok := set[[2]uint32{c, t}]; ok {
+			return
+		}
+		set[[2]uint32{c, t}] = struct{}{}
+	}
+	a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
+}
+
+// traceWalk is how many of a key's trace ids are compared in its list before its set is used.
+const traceWalk = 16
+
+// addTrace adds trace id id to key idx's distinct trace ids. A key's few trace ids (one per
+// chain the user's side started) are a list, walked; a key with more than traceWalk (a client
+// that sends one constant Idempotency-Key with every request, each with a new trace) gets a set
+// of its own: walked, such a key made each line cost its key's trace ids so far, quadratic in
+// the lines (100,000 lines of one key: 18 s of CPU, a million: half an hour).
+func (g *Grouper) addTrace(idx uint32, a *keyAgg, id [16]byte) bool {
+	n := 0
+	for i := a.trace; i != 0 && n < traceWalk; n++ {
+		tn := g.traces.at(i - 1)
+		g.traceSteps++
+		if tn.id == id {
+			return true
+		}
+		i = tn.next
+	}
+	if n == traceWalk {
+		set, ok := g.bigTraces[idx]
+		if !ok {
+			if g.bigTraces == nil {
+				g.bigTraces = map[uint32]map[[16]byte]struct{}{}
+			}
+			set = map[[16]byte]struct{}{}
+			for i := a.trace; i != 0; i = g.traces.at(i - 1).next {
+				set[g.traces.at(i-1).id] = struct{}{}
+			}
+			g.bigTraces[idx] = set
+		}
+		if _, ok := set[id]; ok {
+			return true
 		}
 	}
+	if g.maxKeys > 0 && int(g.traces.n) >= g.maxKeys {
+		g.full = &LimitError{What: "distinct trace ids", Limit: g.maxKeys, Value: []byte(hex.EncodeToString(id[:]))}
+		return false
+	}
+	if n == traceWalk {
+		g.bigTraces[idx][id] = struct{}{}
+	}
+	a.trace = g.traces.add(traceNode{id: id, next: a.trace}) + 1
+	return true
 }
 
 // traceKey is a trace id in 16 bytes: the id itself when it is W3C's 32 hex digits, else an
@@ -395,6 +576,7 @@ func (g *Grouper) keyString(i uint32) string {
 type shapeBuf struct {
 	svcs  []shapeSvc
 	edges []edgeNode
+	at    map[uint32]int
 }
 
 type shapeSvc struct {
@@ -452,39 +634,42 @@ func (g *Grouper) shape(i uint32) (deepest int, withEdges bool) {
 // number of services so that a cycle ends.
 func (g *Grouper) depths() {
 	b := &g.scratch
+	// at is each service's place in b.svcs (a key's services are distinct): the lookups were
+	// walks, cubic in a key's services.
+	if b.at == nil {
+		b.at = map[uint32]int{}
+	}
+	clear(b.at)
+	for j := range b.svcs {
+		b.at[b.svcs[j].id] = j
+	}
 	depthOf := func(id uint32) int {
-		for _, s := range b.svcs {
-			if s.id == id {
-				return s.depth
-			}
+		if j, ok := b.at[id]; ok {
+			return b.svcs[j].depth
 		}
 		return 0 // a caller that received nothing in this key: a root
 	}
-	set := func(id uint32, d int) {
-		for j := range b.svcs {
-			if b.svcs[j].id == id {
-				b.svcs[j].depth = d
-			}
+	// a target no known caller calls: one below an unknown root; a caller no one calls: a root
+	for j := range b.svcs {
+		b.svcs[j].depth = 1
+	}
+	for _, e := range b.edges {
+		if j, ok := b.at[e.from]; ok {
+			b.svcs[j].depth = 0 // a caller ...
 		}
 	}
-	for j := range b.svcs {
-		// a target no known caller calls: one below an unknown root; a caller no one calls: a root
-		b.svcs[j].depth = 1
-		caller, called := false, false
-		for _, e := range b.edges {
-			caller = caller || e.from == b.svcs[j].id
-			called = called || e.to == b.svcs[j].id
-		}
-		if caller && !called {
-			b.svcs[j].depth = 0
+	for _, e := range b.edges {
+		if j, ok := b.at[e.to]; ok {
+			b.svcs[j].depth = 1 // ... that someone calls is no root
 		}
 	}
 	limit := 2*len(b.svcs) + len(b.edges)
 	for range limit {
 		changed := false
 		for _, e := range b.edges {
+			g.traceSteps++
 			if d := depthOf(e.from) + 1; d > depthOf(e.to) && d <= limit {
-				set(e.to, d)
+				b.svcs[b.at[e.to]].depth = d // e.to is a service of the key: its edge came with its attempt
 				changed = true
 			}
 		}
@@ -581,8 +766,12 @@ func (g *Grouper) summarize(i uint32) KeyReport {
 	}
 	var ms []string
 	for id := range g.mName {
-		if a.methods&(1<<min(id, 63)) != 0 {
+		if id < 63 && a.methods&(1<<id) != 0 {
 			ms = append(ms, g.mName[id])
+		} else if id >= 63 && a.methods&(1<<63) != 0 {
+			if _, ok := g.moreMethods[uint64(i)<<32|uint64(id)]; ok {
+				ms = append(ms, g.mName[id])
+			}
 		}
 	}
 	slices.Sort(ms)
@@ -599,11 +788,8 @@ func (g *Grouper) summarize(i uint32) KeyReport {
 	if withEdges {
 		for _, e := range g.scratch.edges {
 			c := g.svcName[e.from]
-			received := false
-			for _, s := range kr.Services {
-				received = received || s.Service == c
-			}
-			if !received && !slices.Contains(kr.Callers, c) {
+			// depths indexed the key's services (their order since sorted; the set the same)
+			if _, received := g.scratch.at[e.from]; !received && !slices.Contains(kr.Callers, c) {
 				kr.Callers = append(kr.Callers, c)
 			}
 		}

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"bytes"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The store's side: the same aggregation as a query over a table of attempts, so that a log
@@ -309,15 +311,27 @@ func (c *CSVWriter) write(r *rec) {
 		grpc = strconv.Itoa(r.grpc)
 	}
 	c.row = append(c.row[:0], time.Unix(0, r.start).UTC().Format("2006-01-02T15:04:05.000000Z"), itoa(r.dur/1000), string(r.dir),
-		string(r.caller), string(r.target), string(r.method), string(r.authority), string(r.path), strconv.Itoa(r.status), grpc,
-		string(r.exhausted), string(r.errText), string(r.traceID), string(r.idem), string(r.rid), string(r.stormOp), string(r.cut))
+		storeText(r.caller), storeText(r.target), storeText(r.method), storeText(r.authority), storeText(r.path), strconv.Itoa(r.status), grpc,
+		storeText(r.exhausted), storeText(r.errText), storeText(r.traceID), storeText(r.idem), storeText(r.rid), storeText(r.stormOp), storeText(r.cut))
 	_ = c.w.Write(c.row)
+}
+
+// storeText is a field as a text column can hold it: a log's bytes as they are, but Go-quoted
+// when they are not UTF-8 or hold a NUL ("k\xff", "k\x00"), which PostgreSQL's text refuses:
+// one such header in a day of lines failed the whole \copy ("invalid byte sequence for
+// encoding UTF8"). The quoted form is what the file run's table prints for such a value, so
+// the store's report prints the same.
+func storeText(b []byte) string {
+	if utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
 }
 
 // Consume parses r and writes its attempts as rows.
 func (c *CSVWriter) Consume(r io.Reader, src Source, maxLine int) (Stats, error) {
 	p := &parser{src: src}
-	return scanLines(r, src, maxLine, p, c.write)
+	return scanLines(r, src, maxLine, p, func(r *rec) bool { c.write(r); return true })
 }
 
 // Flush writes what is buffered, the header even without a row.

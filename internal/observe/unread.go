@@ -13,6 +13,8 @@ const (
 		`it carries no request id to group attempts by, and observe does not read it (it reads ingress-nginx's default log-format-upstream; or use the Envoy, Istio or retrycap-proxy access log of the same traffic)`
 	whyHAProxy = `an HAProxy log line (option httplog): its format carries no request id to group attempts by, and observe does not read it`
 	whyDocker  = `a Docker json-file log line (the log driver's {"log","stream","time"} wrapper): read the container's log with kubectl logs, or the kubelet's CRI files`
+	whyALB     = `an AWS Application Load Balancer access log line: observe does not read it (use the access log of the Envoy, Istio, ingress-nginx or retrycap proxies behind it, whose lines are the attempts)`
+	whyGCPLB   = `a Google Cloud load balancer log entry (Cloud Logging's httpRequest): observe does not read it (use the access log of the Envoy, Istio, ingress-nginx or retrycap proxies behind it, whose lines are the attempts)`
 	whyJSON    = `a JSON access-log line of a shape observe does not read (it reads retrycap-proxy's, and Envoy's and Istio's JSON with start_time and response_code)`
 )
 
@@ -25,6 +27,16 @@ func unreadText(line []byte) string {
 	}
 	f1, rest := cutField(line)
 	f2, rest := cutField(rest)
+	// AWS ALB: type time elb client:port target:port ..., the elb "app/NAME/ID" (the docs'
+	// "Access log entries" of Elastic Load Balancing); the types are ALB's.
+	switch string(f1) {
+	case "http", "https", "h2", "grpcs", "ws", "wss":
+		if f3, _ := cutField(rest); bytes.HasPrefix(f3, []byte("app/")) {
+			if _, ok := parseTime(f2); ok {
+				return whyALB
+			}
+		}
+	}
 	// HAProxy: client_ip:port [06/Feb/2009:12:14:14.655] frontend backend/server ...
 	if len(f2) > 2 && f2[0] == '[' && f2[len(f2)-1] == ']' && clfTime(f2[1:len(f2)-1], true) && hostPort(f1) {
 		return whyHAProxy
@@ -51,6 +63,8 @@ func unreadJSON(line []byte) string {
 	switch {
 	case has("log") && has("stream") && has("time"):
 		return whyDocker
+	case has("httpRequest") && (has("requestMethod") || has("status")):
+		return whyGCPLB
 	case (has("status") || has("status_code") || has("response_code")) &&
 		(has("request") || has("request_uri") || has("uri") || has("path") || has("method") || has("request_method") || has("upstream_addr")):
 		return whyJSON
