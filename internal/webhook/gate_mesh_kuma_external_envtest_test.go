@@ -120,7 +120,8 @@ func kumaGate(proto, callee string, cap int) string {
 // TestGateMeshKumaExternal (mesgate20): the mesh webhook, whose rules the manager writes from the
 // served mesh APIs (meshexternalservices.kuma.io and meshhttproutes.kuma.io among them since
 // mesx20), judges a MeshExternalService's protocol and a MeshHTTPRoute's callees by the chains
-// they change, against a real API server, with the chain analyze reports on the same objects.
+// they change, against a real API server, with the chain analyze reports on the same objects,
+// under a RetryPolicy and a ClusterRetryPolicy.
 // Before, both updates were admitted: tcp -> http made the chain 36 over cap 10, the route 10
 // over cap 8.
 func TestGateMeshKumaExternal(t *testing.T) {
@@ -227,4 +228,16 @@ func TestGateMeshKumaExternal(t *testing.T) {
 	g.Eventually(update(route)).Should(Equal(denied + overRoute))
 	setPolicy(10, "Reject")
 	g.Eventually(update(route)).Should(BeEmpty(), "10 is within cap 10")
+
+	// A ClusterRetryPolicy of the mesh's namespaces judges the protocol change too, on its graph
+	// across them (the handler's relevance walk finds api, whose call the change raises).
+	setPolicy(100, "Reject")
+	crp := &v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "kext-mesh"},
+		Spec: v1alpha1.ClusterRetryPolicySpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kuma.io/mesh": "kext"}},
+			RetryPolicySpec: v1alpha1.RetryPolicySpec{MaxAmplification: 10, Enforcement: v1alpha1.EnforcementReject}}}
+	g.Eventually(func() error { return c.Create(ctx, crp) }).Should(Succeed())
+	g.Eventually(update(mes)).Should(Equal(denied + "ClusterRetryPolicy kext-mesh: MeshExternalService kuma-system/httpbin spec.match.protocol: tcp -> http makes " +
+		"web.kext -x6-> api.kext -x6-> httpbin.extsvc.mesh.local = 36 > cap 10; " +
+		"lower MeshRetry kuma-system/mesh-retry-all-kext spec.to[0].default.http.numRetries (6 tries), or raise ClusterRetryPolicy kext-mesh spec.maxAmplification: 10"))
+	g.Expect(c.Delete(ctx, crp)).To(Succeed())
 }
