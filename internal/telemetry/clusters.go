@@ -32,8 +32,8 @@ func CheckClusterLabels(labels, replicaLabels []string, callerLabel string) erro
 		replicaLabels = ReplicaLabels
 	}
 	edge := fmt.Sprintf("a label the queries read an edge by (caller label %q)", callerLabel)
-	taken := map[string]string{callerLabel: edge, "__name__": edge}
-	for _, l := range queryLabels() {
+	taken := map[string]string{}
+	for _, l := range EdgeLabels(callerLabel) {
 		taken[l] = edge
 	}
 	for _, l := range replicaLabels {

@@ -265,12 +265,12 @@ var ReplicaLabels = []string{"prometheus_replica", "__replica__"}
 // queries group by for an edge (the caller label included): taken for a replica label, a label
 // that tells edges apart would read two edges as one's replicas, keeping the larger.
 func CheckReplicaLabels(labels []string, callerLabel string) error {
+	edge := map[string]bool{}
+	for _, l := range EdgeLabels(callerLabel) {
+		edge[l] = true
+	}
 	if callerLabel == "" {
 		callerLabel = "service"
-	}
-	edge := map[string]bool{callerLabel: true, "__name__": true}
-	for _, l := range queryLabels() {
-		edge[l] = true
 	}
 	seen := map[string]bool{}
 	for _, l := range labels {
@@ -285,6 +285,19 @@ func CheckReplicaLabels(labels []string, callerLabel string) error {
 		seen[l] = true
 	}
 	return nil
+}
+
+// EdgeLabels are the labels the queries read an edge by, sorted: queryLabels, the caller label
+// of retrycap-proxy's series (callerLabel, "service" when empty) and __name__. Neither a replica
+// nor a cluster label may be one (CheckReplicaLabels, CheckClusterLabels); exported so that the
+// Helm chart's values.schema.json is checked against the manager's own list (test/e2e).
+func EdgeLabels(callerLabel string) []string {
+	if callerLabel == "" {
+		callerLabel = "service"
+	}
+	out := append(queryLabels(), callerLabel, "__name__")
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // queryLabels are the labels the queries group by for an edge, but the caller label of

@@ -5,7 +5,8 @@
 //     VirtualServices, Gateway API routes, Linkerd ServiceProfiles and HTTPRoutes, ..., judged
 //     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go; Istio
 //     ServiceEntries, which have no retry field: DecideMeshServiceEntry, mesh_serviceentry.go,
-//     refused or audited, never rewritten; and the
+//     refused or audited, never rewritten, as Kuma's MeshExternalServices and MeshHTTPRoutes,
+//     which decide which calls a MeshRetry reaches (mesh_kuma_external.go); and the
 //     ConfigMaps whose retries it counts, Istio's MeshConfigs and ingress-nginx's controller
 //     ConfigMaps: DecideMeshConfigMap, mesh_configmap.go; and at MeshMembershipPath the
 //     Namespace and Service labels and annotations that put workloads into a layer:

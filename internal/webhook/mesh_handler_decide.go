@@ -289,6 +289,9 @@ func DecideMesh(in MeshInput) MeshDecision {
 		// No retry field of its own: never rewritten (mesh_serviceentry.go).
 		return decideServiceEntry(in, obj, oldSet, newSet)
 	}
+	if isKumaNoField(obj) {
+		return decideKumaNoField(in, obj, oldSet, newSet) // mesh_kuma_external.go
+	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
 	if n := newSet.Routes(obj.group, obj.kind, obj.namespace, obj.name); n > MaxMeshRoutes {
 		return tooManyRoutes(policies, obj, n)

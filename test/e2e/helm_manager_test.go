@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/promquery"
+	"github.com/retrycap/retrycap/internal/telemetry"
 )
 
 // Values the schema took and the manager refuses at start: the install succeeded, then every
@@ -64,6 +69,94 @@ func TestHelmRefusesWhatTheManagerWould(t *testing.T) {
 	renderHelm(t, "--set", "meshAPIs={virtualservices.networking.istio.io,ingresses.networking.k8s.io}").get(t, "Deployment", "retrycap-controller-manager", &dep)
 	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--mesh-apis=virtualservices.networking.istio.io,ingresses.networking.k8s.io") {
 		t.Errorf("meshAPIs rendered the args %q", args)
+	}
+	helmPrometheusLabels(t, schema)
+}
+
+// helmPrometheusLabels (mesgate20): prometheus.replicaLabels took any label name, and the
+// manager stopped at start on one its queries read an edge by (`--prometheus-replica-label
+// "service": a label the queries read an edge by (caller label "service")`), as on such a
+// clusterLabels. The schema's list is the manager's (telemetry.EdgeLabels of the caller label
+// the chart leaves at its default), each of them is refused by both, and a replica or cluster
+// label the manager takes renders.
+func helmPrometheusLabels(t *testing.T, schema string) {
+	t.Helper()
+	_, root := helmBinary(t)
+	data, err := os.ReadFile(filepath.Join(root, "charts", "retrycap", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Properties struct {
+			Prometheus struct {
+				Properties map[string]struct {
+					Items struct {
+						If struct {
+							Enum []string `json:"enum"`
+						} `json:"if"`
+					} `json:"items"`
+				} `json:"properties"`
+			} `json:"prometheus"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	edge := telemetry.EdgeLabels(promquery.DefaultCallerLabel)
+	if len(edge) != 33 {
+		t.Errorf("the manager's edge labels: %d, want 33 (%q)", len(edge), edge)
+	}
+	const url = "prometheus.url=http://prometheus.monitoring:9090,"
+	for _, tc := range []struct{ value, flag, const_, err string }{
+		{"replicaLabels", "--prometheus-replica-label",
+			"not a label the manager reads an edge by in its queries (refused at start by --prometheus-replica-label: two edges would be read as the replicas of one)",
+			`--prometheus-replica-label %q: a label the queries read an edge by (caller label "service"): two edges would be read as one's replicas`},
+		{"clusterLabels", "--prometheus-cluster-label",
+			"not a label the manager reads an edge by in its queries (refused at start by --prometheus-cluster-label: it names no cluster)",
+			`--prometheus-cluster-label %q: a label the queries read an edge by (caller label "service"): it is no cluster's`},
+	} {
+		if got := values.Properties.Prometheus.Properties[tc.value].Items.If.Enum; !slices.Equal(got, edge) {
+			t.Errorf("values.schema.json prometheus.%s refuses %q, the manager %q", tc.value, got, edge)
+		}
+		// Each, after one the manager takes, in one render: every one refused at its index.
+		want := schema
+		for i, l := range edge {
+			want += fmt.Sprintf("- at '/prometheus/%s/%d': value must be '%s'\n", tc.value, i+1, tc.const_)
+			o := promquery.Options{URL: "http://prometheus.monitoring:9090"}
+			if tc.value == "replicaLabels" {
+				o.ReplicaLabels = []string{"replica", l}
+			} else {
+				o.ClusterLabels = []string{"region", l}
+			}
+			if _, err := promquery.New(o); err == nil || err.Error() != fmt.Sprintf(tc.err, l) {
+				t.Errorf("the manager on %s %s: %v, want %q", tc.flag, l, err, fmt.Sprintf(tc.err, l))
+			}
+		}
+		first := "replica"
+		if tc.value == "clusterLabels" {
+			first = "region"
+		}
+		set := url + "prometheus." + tc.value + "={" + first + "," + strings.Join(edge, ",") + "}"
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set prometheus."+tc.value, out, errOut, err, want)
+
+		// What both take renders as the flag.
+		o := promquery.Options{URL: "http://prometheus.monitoring:9090"}
+		if tc.value == "replicaLabels" {
+			o.ReplicaLabels = []string{first, "prometheus_replica"}
+		} else {
+			o.ClusterLabels = []string{first, "k8s_cluster_name"}
+		}
+		if _, err := promquery.New(o); err != nil {
+			t.Errorf("the manager refuses %s: %v", tc.value, err)
+		}
+		var dep appsv1.Deployment
+		renderHelm(t, "--set", url+"prometheus."+tc.value+"={"+strings.Join(append(o.ReplicaLabels, o.ClusterLabels...), ",")+"}").get(t, "Deployment", "retrycap-controller-manager", &dep)
+		for _, l := range append(o.ReplicaLabels, o.ClusterLabels...) {
+			if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, tc.flag+"="+l) {
+				t.Errorf("prometheus.%s rendered the args %q, want %s=%s", tc.value, args, tc.flag, l)
+			}
+		}
 	}
 }
 
