@@ -719,6 +719,24 @@ func (c *callState) logAttempt(n int, now int64, o *policy.Outcome, res *outcome
 	w.Commit(e)
 }
 
+// logOwn writes the line of an answer of the proxy's own that no attempt's
+// outcome judged (logAttempt's are): attempt n (0: nothing went upstream),
+// the status and grpc-status answered (-1: none), errName its "error".
+func (c *callState) logOwn(n, status, grpcStatus int, errName string) {
+	w := c.h.cfg.AccessLog
+	if w == nil {
+		return
+	}
+	e := w.Begin()
+	if e == nil {
+		return // dropped, counted by the writer
+	}
+	var o policy.Outcome
+	c.fillRecord(&e.Record, n, c.h.cfg.Now(), &o, &outcome{}, policy.Decision{})
+	e.Status, e.GRPCStatus, e.Error = status, grpcStatus, errName
+	w.Commit(e)
+}
+
 // fillRecord sets the fields of attempt n's line (logAttempt's).
 func (c *callState) fillRecord(e *accesslog.Record, n int, now int64, o *policy.Outcome, res *outcome, d policy.Decision) {
 	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart

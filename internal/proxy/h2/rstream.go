@@ -1272,10 +1272,19 @@ func (s *rstream) overUpstreamList(a *ratt, le *upListError) {
 		br.Cancel(s.probe)
 	}
 	msg := "retrycap-proxy: upstream " + cs.up.Name + ": " + le.Error()
+	// Its access-log line: attempt 0 when the headers were refused
+	// (nothing went upstream, as the body budget's refusal), the attempt
+	// when its trailers were (its headers and body had gone).
+	n := 0
+	if le.what == "trailers" {
+		n = a.n
+	}
 	if cs.grpc {
+		cs.logOwn(n, http.StatusOK, codeInternal, "header-list")
 		s.answer(cs.grpcText(policy.ReasonNone, msg, codeInternal))
 		return
 	}
+	cs.logOwn(n, http.StatusRequestHeaderFieldsTooLarge, -1, "header-list")
 	s.answer(cs.ownText(policy.ReasonNone, msg, http.StatusRequestHeaderFieldsTooLarge))
 }
 
