@@ -73,6 +73,8 @@ func (p *Proxy) initH2() error {
 		// stopped reading (HAProxy's timeout client).
 		RequestTimeout: f.Cfg.HTTPRequestTimeout,
 		WriteTimeout:   f.Cfg.ClientTimeout,
+		// One flag for both protocols' interim answers.
+		PassInterim: f.Cfg.PassInterim,
 	})
 	if err != nil {
 		return err

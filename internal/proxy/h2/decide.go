@@ -417,6 +417,9 @@ type outcome struct {
 	// cancelled: judged the client's own cancellation (gone, and a
 	// failure: policy.Outcome.Cancelled), set by judge.
 	cancelled bool
+	// interim: a 1xx of this attempt went to the client
+	// (--pass-interim-answers): not retried, whatever follows.
+	interim bool
 }
 
 // judge is the end of attempt n (started with the breaker's probe flag):
@@ -447,6 +450,11 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		// re-sent, a call grpc-go would have read once ran again (a
 		// trailers-only grpc-status 0 without :status: three executions).
 		// As a keyless POST after a 1xx on either path: not-retryable.
+		o.Retryable = false
+	}
+	if res.interim {
+		// Its 1xx went to the client: its answer began (as a keyless
+		// POST after a 1xx on the HTTP/1.1 path, and Envoy's router).
 		o.Retryable = false
 	}
 	if res.err == nil {

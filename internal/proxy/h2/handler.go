@@ -116,6 +116,11 @@ type Config struct {
 	// CONTINUATIONs) within it of its first byte, else the connection is
 	// closed (slowloris: HAProxy's timeout http-request); 0: 10s.
 	RequestTimeout time.Duration
+	// PassInterim is --pass-interim-answers: an upstream's 1xx (but 100)
+	// is passed on to a plain HTTP/2 client before the final answer, up
+	// to forward.MaxInterimRelayed bytes of them per call, and its
+	// attempt is then not retried; false: dropped (rstream passInterim).
+	PassInterim bool
 	// WriteTimeout bounds one write(2) to a connection (a client that
 	// stops reading loses its connection after it, nothing else);
 	// 0: 10s.

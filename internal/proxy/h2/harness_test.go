@@ -172,6 +172,8 @@ type proxyOpts struct {
 	requestTimeout, writeTimeout time.Duration
 	// now: Config.Now (nil: the clock).
 	now func() int64
+	// passInterim: Config.PassInterim.
+	passInterim bool
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -215,6 +217,7 @@ func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 		RequestTimeout: o.requestTimeout,
 		WriteTimeout:   o.writeTimeout,
 		Now:            o.now,
+		PassInterim:    o.passInterim,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,10 @@ type useState struct {
 	// nanswer: the fields of its attempts' answers (and trailers)
 	// counted in cc.heldAnswer while the stream is open.
 	nanswer int
+	// interimOut: the header list bytes of the upstreams' 1xx answers
+	// passed on to the client (--pass-interim-answers), bounded by
+	// forward.MaxInterimRelayed per call as on the HTTP/1.1 path.
+	interimOut int
 
 	// The request body as the client sent it: kept whole for replay while
 	// it fits --max-replay-bytes (gRPC A6), else from the current
@@ -597,7 +601,7 @@ func (a *ratt) fail(err error) {
 		a.release()
 		return
 	}
-	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut, answered: a.answered}
+	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut, answered: a.answered, interim: a.res.interim}
 	a.release()
 	s.decide(a)
 }
@@ -654,6 +658,36 @@ func fieldValues(fs []hpack.HeaderField, name string) []string {
 	return out
 }
 
+// passInterim passes the upstream's 1xx answer (code, its block f) on to
+// the client as a HEADERS frame without END_STREAM before the final one
+// (RFC 9113 8.1), with --pass-interim-answers, as the HTTP/1.1 path does
+// (forward.Exchange.Interim): every 1xx but 100 (the relay answers
+// Expect: 100-continue itself and sends the whole body), to plain HTTP/2
+// calls only (a gRPC call has no use for hints, and a client library
+// reading its answer's headers as gRPC's need not expect any), without
+// connection-specific fields and content-length, while the call's passed
+// 1xx stay within forward.MaxInterimRelayed (the others dropped, as all
+// were before). The attempt is then not retried (res.interim: judge), as
+// Envoy's router stops retrying once it passed a 1xx: the client has seen
+// this attempt's answer begin.
+func (a *ratt) passInterim(code int, f *hblock) {
+	s := a.s
+	cc := s.cc
+	if code == 100 || s.cs.grpc || s.att != a || s.headersSent || s.respDone {
+		return
+	}
+	fields, _ := cleanAnswer(append(a.hdrBuf[:0], f.regular()...))
+	fields = dropField(fields, "content-length")
+	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: strconv.Itoa(code)}}
+	size := listSize(pseudo[:], fields)
+	if s.interimOut+int(size) > forward.MaxInterimRelayed || cc.out.maxList != 0 && size > cc.out.maxList {
+		return
+	}
+	s.interimOut += int(size)
+	a.res.interim = true
+	_ = cc.out.headers(s.id, false, pseudo[:], fields, nil, false)
+}
+
 // onHeaders is the upstream's header block: the answer's headers, or its
 // trailers (the block is uc's reader's, reused: what is kept is copied).
 func (a *ratt) onHeaders(uc *upconn, f *hblock) {
@@ -687,6 +721,10 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			if a.info > relayMaxHeaderList {
 				a.fail(forward.BadAnswerError("1xx informational answers larger than the advertised " +
 					strconv.Itoa(relayMaxHeaderList) + " bytes in all"))
+				return
+			}
+			if cc.h.cfg.PassInterim {
+				a.passInterim(code, f)
 			}
 			return
 		}
