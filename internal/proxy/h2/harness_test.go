@@ -174,6 +174,8 @@ type proxyOpts struct {
 	now func() int64
 	// passInterim: Config.PassInterim.
 	passInterim bool
+	// streamIdle: Config.StreamIdleTimeout (0: the default).
+	streamIdle time.Duration
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -218,6 +220,8 @@ func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 		WriteTimeout:   o.writeTimeout,
 		Now:            o.now,
 		PassInterim:    o.passInterim,
+
+		StreamIdleTimeout: o.streamIdle,
 	})
 	if err != nil {
 		t.Fatal(err)
