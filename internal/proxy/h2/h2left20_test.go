@@ -2,7 +2,6 @@ package h2
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -150,7 +149,9 @@ func TestInterimAnswersGoClientH2(t *testing.T) {
 		[]string{":status", "200"})
 	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 3, passInterim: true})
 	addr := serveDirect(t, h, "")
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}}
@@ -175,7 +176,7 @@ func TestInterimAnswersGoClientH2(t *testing.T) {
 	_ = resp.Body.Close()
 	mu.Lock()
 	defer mu.Unlock()
-	if resp.StatusCode != 200 || string(body) != "ok" || strings.Join(got, "|") != "Early Hints: </app.css>; rel=preload" {
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(body) != "ok" || strings.Join(got, "|") != "Early Hints: </app.css>; rel=preload" {
 		t.Fatalf("got %d %q, 1xx %q; want 200 \"ok\", Early Hints with its link", resp.StatusCode, body, got)
 	}
 }
