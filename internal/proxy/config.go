@@ -153,6 +153,7 @@ func (c *Config) validate() error {
 		{"keepalive-timeout", c.KeepAliveTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
 		{"client-timeout", c.ClientTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
 		{"upstream-idle-timeout", c.UpstreamIdleTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+		{"stream-idle-timeout", c.StreamIdleTimeout, time.Millisecond, defaults.ProxyTimeoutMax, "never"},
 	} {
 		if b.d == 0 && b.zeroOff != "" {
 			continue
@@ -279,4 +280,5 @@ func (c *Config) Describe(w io.Writer) {
 	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 	fmt.Fprintf(w, "max-buffered-body-bytes %d\n", c.MaxBufferedBodyBytes)
 	fmt.Fprintf(w, "pass-interim-answers %t\n", c.PassInterimAnswers)
+	fmt.Fprintf(w, "stream-idle-timeout %s\n", c.StreamIdleTimeout)
 }

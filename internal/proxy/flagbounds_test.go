@@ -36,6 +36,7 @@ func TestDurationFlagBounds(t *testing.T) {
 		{"keepalive-timeout", []string{"24h"}, []string{"0s", "99999h"}, "must be > 0 and at most 24h", nil},
 		{"client-timeout", []string{"24h"}, []string{"0s", maxInt64}, "must be > 0 and at most 24h", nil},
 		{"upstream-idle-timeout", []string{"24h"}, []string{"0s", "99999h"}, "must be > 0 and at most 24h", nil},
+		{"stream-idle-timeout", []string{"0s", "1ms", "24h"}, []string{"999us", "-1s", "24h0m0.000000001s", maxInt64}, "must be 0 (never) or 1ms..24h", nil},
 	} {
 		for _, v := range c.ok {
 			if _, err := ParseFlags(append([]string{"--" + c.flag + "=" + v}, c.extraArg...), io.Discard); err != nil {

@@ -73,6 +73,10 @@ func (p *Proxy) initH2() error {
 		// stopped reading (HAProxy's timeout client).
 		RequestTimeout: f.Cfg.HTTPRequestTimeout,
 		WriteTimeout:   f.Cfg.ClientTimeout,
+		// One flag for both protocols' interim answers.
+		PassInterim: f.Cfg.PassInterim,
+		// --stream-idle-timeout: 0 (never) is the Config's -1.
+		StreamIdleTimeout: streamIdle(p.cfg.StreamIdleTimeout),
 	})
 	if err != nil {
 		return err
@@ -383,4 +387,13 @@ func hostOnly(hostPort string) string {
 		return h
 	}
 	return strings.Trim(hostPort, "[]")
+}
+
+// streamIdle is --stream-idle-timeout as h2.Config takes it: 0 (never)
+// is its -1, its 0 being the default.
+func streamIdle(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -105,6 +105,9 @@ type Args struct {
 	// PassInterimAnswers passes an HTTP/1.1 upstream's interim answers (1xx but 100 and
 	// 101: 103 Early Hints) on to HTTP/1.1 clients; off, they are dropped.
 	PassInterimAnswers bool
+	// StreamIdleTimeout ends an HTTP/2 or gRPC stream through the h2 relay on which nothing
+	// was sent or received for this long (Envoy's stream_idle_timeout); 0: never.
+	StreamIdleTimeout time.Duration
 }
 
 // Defaults are the flag defaults; the retry ones are the RetryPolicy defaults
@@ -142,6 +145,8 @@ func Defaults() Args {
 		AccessLog:           AccessLogOff,
 
 		MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
+		// Envoy's stream_idle_timeout default.
+		StreamIdleTimeout: 5 * time.Minute,
 	}
 }
 
@@ -189,9 +194,10 @@ var flags = []flag{
 	{"keepalive-timeout", "a client connection idle between requests closes after this (HAProxy's timeout http-keep-alive)", false, func(a *Args) any { return &a.KeepAliveTimeout }},
 	{"client-timeout", "a request body must arrive within this once its head is read: 408 and close after it (HAProxy's timeout client)", false, func(a *Args) any { return &a.ClientTimeout }},
 	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one only if no byte of it was written or it is replayable (a keyless POST that was written gets 502)", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
+	{"stream-idle-timeout", "an HTTP/2 or gRPC stream on which no frame of the call (headers, data, trailers) came from its client or its upstream for this long is ended, as Envoy's stream_idle_timeout: 408 (gRPC DEADLINE_EXCEEDED) before the answer began, else the stream cut (gRPC: DEADLINE_EXCEEDED trailers), the upstream stream reset, never retried; 0 never ends one (a stream quiet for longer, as a watch, needs a longer value, 0, or messages of its own); at most 24h", false, func(a *Args) any { return &a.StreamIdleTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
 	{"loop-spin", "how long an event loop whose recent waits were all shorter than this polls for events before it sleeps, yielding its CPU to any other runnable thread between polls (0: never, the default; at most 1ms; 50us is what was measured); a loop that waits longer never spins", false, func(a *Args) any { return &a.LoopSpin }},
-	{"pass-interim-answers", "pass an HTTP/1.1 upstream's interim answers (1xx but 100 and 101: 103 Early Hints, 102 Processing) on to HTTP/1.1 clients, up to 64 KiB of them per call, as HAProxy does; an attempt whose 1xx went out is then not retried. Off (the default) they are dropped: Python's http.client, and so requests and urllib3, take a 103 for the final answer", false, func(a *Args) any { return &a.PassInterimAnswers }},
+	{"pass-interim-answers", "pass an upstream's interim answers (1xx but 100 and 101: 103 Early Hints, 102 Processing) on to HTTP/1.1 and plain HTTP/2 clients (never gRPC), up to 64 KiB of them per call, as HAProxy does; an attempt whose 1xx went out is then not retried. Off (the default) they are dropped: Python's http.client, and so requests and urllib3, take a 103 for the final answer", false, func(a *Args) any { return &a.PassInterimAnswers }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
 	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},
 }

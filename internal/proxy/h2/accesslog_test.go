@@ -2,10 +2,13 @@ package h2
 
 import (
 	"bytes"
+	"context"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -98,5 +101,47 @@ func TestEntrypointGeneratesNoKeyForGRPC(t *testing.T) {
 	}
 	if got := h.ledger.Len(); got != 0 {
 		t.Fatalf("ledger holds %d keys, want 0", got)
+	}
+}
+
+// The refusal of a request whose header list is over the upstream's
+// SETTINGS_MAX_HEADER_LIST_SIZE (branch h2red19) writes its access-log
+// line, as the proxy's other own answers: attempt 0 (nothing went
+// upstream), the status answered (gRPC: 200 with grpc_status 13
+// INTERNAL; plain HTTP/2: 431), "error":"header-list". Before, it wrote
+// none: a refused call left no trace in the log.
+func TestOverUpstreamHeaderListLogged(t *testing.T) {
+	out := &lockedBuf{}
+	w := accesslog.New("client", out, 0)
+	b := startBackend(t, &backend{}, grpc.MaxHeaderListSize(2000))
+	h, _ := newHandler(t, proxyOpts{name: "hl", addr: b.addr, attempts: 3, accessLog: w})
+	theFront.route(t, "hl", h, b.addr)
+	cc := dialName(t, "hl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-big", strings.Repeat("r", 3000))
+	if _, err := callUnary(ctx, cc, "big"); status.Code(err) != codes.Internal {
+		t.Fatalf("oversized call: %v; want INTERNAL", err)
+	}
+	up, _ := scriptedUpstream(t, []http2.Setting{{ID: http2.SettingMaxHeaderListSize, Val: 1000}}, nil)
+	h2, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 3, accessLog: w})
+	r := dialHostile(t, serveDirect(t, h2, ""))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "GET", ":scheme", "http", ":path", "/x", ":authority", "web", "x-big", strings.Repeat("h", 1500)), EndHeaders: true, EndStream: true})
+	if heads, _, _ := r.readStream(1); field(heads[0], ":status") != "431" {
+		t.Fatalf("plain request: %v; want 431", brief(heads...))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"log":"retrycap-access",TIME,"service":"client","upstream":"hl","method":"POST","authority":"hl:50051","path":"/retrycap.test.Echo/Call","attempt":0,"status":200,"grpc_status":13,DUR,"error":"header-list"}` + "\n" +
+		`{"log":"retrycap-access",TIME,"service":"client","upstream":"web","method":"GET","authority":"web","path":"/x","attempt":0,"status":431,DUR,"error":"header-list"}` + "\n"
+	got := logTime.ReplaceAllStringFunc(out.b.String(), func(m string) string {
+		if m[1] == 't' {
+			return "TIME"
+		}
+		return "DUR"
+	})
+	if got != want {
+		t.Fatalf("access log:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -977,6 +977,14 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 	s.nfields = len(f.fields)
 	cc.heldFields += s.nfields
 	cc.streams[id] = s
+	if t := cc.h.cfg.StreamIdleTimeout; t > 0 && cc.kaAt > time.Duration(cc.lastRead.Load())+t/4 {
+		// The keepalive timer is the streams' idle sweep too: due
+		// within a quarter of the timeout (never with the defaults: a
+		// ping check is due sooner).
+		now := time.Since(cc.born)
+		cc.kaAt = now + t/4
+		cc.ka.Reset(t / 4)
+	}
 	s.start()
 	return true
 }
@@ -1405,6 +1413,12 @@ func (cc *cconn) keepalive() {
 		cc.stopReader()
 		return
 	}
+	if t := cfg.StreamIdleTimeout; t > 0 {
+		cc.sweepIdle(now, t)
+		if cc.closed {
+			return
+		}
+	}
 	if !cc.pingSent && now-time.Duration(cc.lastRead.Load()) >= cfg.PingInterval {
 		binary.LittleEndian.PutUint64(cc.pingData[:], rand.Uint64())
 		_ = cc.out.fr.WritePing(false, cc.pingData)
@@ -1496,6 +1510,23 @@ func (cc *cconn) onTries() {
 	}
 }
 
+// sweepIdle ends the streams on which no frame of their call came for t
+// (rstream.idleOut); mu held. A stream's frames are counted (acts), not
+// timed: one that moved since the last sweep is active as of now, so a
+// stream is ended between t and t plus a sweep's period (t/4) after its
+// last frame, never before t.
+func (cc *cconn) sweepIdle(now, t time.Duration) {
+	for _, s := range cc.streams {
+		if s.activeAt == 0 || s.acts != s.actsSeen {
+			s.actsSeen, s.activeAt = s.acts, now
+			continue
+		}
+		if now-s.activeAt >= t {
+			s.idleOut(t)
+		}
+	}
+}
+
 // armKeepalive sets the timer for the next check; mu held.
 func (cc *cconn) armKeepalive(now time.Duration) {
 	cfg := &cc.h.cfg
@@ -1505,6 +1536,8 @@ func (cc *cconn) armKeepalive(now time.Duration) {
 	}
 	if len(cc.streams) == 0 {
 		at = min(at, cc.idleSince+cfg.IdleTimeout)
+	} else if t := cfg.StreamIdleTimeout; t > 0 {
+		at = min(at, now+t/4)
 	}
 	at = max(at, now+time.Millisecond)
 	cc.ka.Reset(at - now)

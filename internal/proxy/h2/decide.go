@@ -417,6 +417,9 @@ type outcome struct {
 	// cancelled: judged the client's own cancellation (gone, and a
 	// failure: policy.Outcome.Cancelled), set by judge.
 	cancelled bool
+	// interim: a 1xx of this attempt went to the client
+	// (--pass-interim-answers): not retried, whatever follows.
+	interim bool
 }
 
 // judge is the end of attempt n (started with the breaker's probe flag):
@@ -447,6 +450,11 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		// re-sent, a call grpc-go would have read once ran again (a
 		// trailers-only grpc-status 0 without :status: three executions).
 		// As a keyless POST after a 1xx on either path: not-retryable.
+		o.Retryable = false
+	}
+	if res.interim {
+		// Its 1xx went to the client: its answer began (as a keyless
+		// POST after a 1xx on the HTTP/1.1 path, and Envoy's router).
 		o.Retryable = false
 	}
 	if res.err == nil {
@@ -716,6 +724,24 @@ func (c *callState) logAttempt(n int, now int64, o *policy.Outcome, res *outcome
 		return // dropped, counted by the writer
 	}
 	c.fillRecord(&e.Record, n, now, o, res, d)
+	w.Commit(e)
+}
+
+// logOwn writes the line of an answer of the proxy's own that no attempt's
+// outcome judged (logAttempt's are): attempt n (0: nothing went upstream),
+// the status and grpc-status answered (-1: none), errName its "error".
+func (c *callState) logOwn(n, status, grpcStatus int, errName string) {
+	w := c.h.cfg.AccessLog
+	if w == nil {
+		return
+	}
+	e := w.Begin()
+	if e == nil {
+		return // dropped, counted by the writer
+	}
+	var o policy.Outcome
+	c.fillRecord(&e.Record, n, c.h.cfg.Now(), &o, &outcome{}, policy.Decision{})
+	e.Status, e.GRPCStatus, e.Error = status, grpcStatus, errName
 	w.Commit(e)
 }
 

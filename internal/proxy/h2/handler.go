@@ -116,6 +116,17 @@ type Config struct {
 	// CONTINUATIONs) within it of its first byte, else the connection is
 	// closed (slowloris: HAProxy's timeout http-request); 0: 10s.
 	RequestTimeout time.Duration
+	// StreamIdleTimeout is --stream-idle-timeout: a stream on which no
+	// frame of the call came from its client or its upstream for that
+	// long is ended (rstream.idleOut), checked by the connection's
+	// keepalive timer every quarter of it; 0: 5m (Envoy's
+	// stream_idle_timeout default), negative: never.
+	StreamIdleTimeout time.Duration
+	// PassInterim is --pass-interim-answers: an upstream's 1xx (but 100)
+	// is passed on to a plain HTTP/2 client before the final answer, up
+	// to forward.MaxInterimRelayed bytes of them per call, and its
+	// attempt is then not retried; false: dropped (rstream passInterim).
+	PassInterim bool
 	// WriteTimeout bounds one write(2) to a connection (a client that
 	// stops reading loses its connection after it, nothing else);
 	// 0: 10s.
@@ -180,6 +191,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = 15 * time.Second
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = 5 * time.Minute
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second

@@ -172,6 +172,10 @@ type proxyOpts struct {
 	requestTimeout, writeTimeout time.Duration
 	// now: Config.Now (nil: the clock).
 	now func() int64
+	// passInterim: Config.PassInterim.
+	passInterim bool
+	// streamIdle: Config.StreamIdleTimeout (0: the default).
+	streamIdle time.Duration
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -215,6 +219,9 @@ func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 		RequestTimeout: o.requestTimeout,
 		WriteTimeout:   o.writeTimeout,
 		Now:            o.now,
+		PassInterim:    o.passInterim,
+
+		StreamIdleTimeout: o.streamIdle,
 	})
 	if err != nil {
 		t.Fatal(err)

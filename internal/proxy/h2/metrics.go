@@ -21,6 +21,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	conns    *prometheus.CounterVec
 	closed   *prometheus.CounterVec
+	idle     *prometheus.CounterVec
 	cut      *prometheus.CounterVec // Config.ResponsesCut, nil: none
 }
 
@@ -55,9 +56,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "retrycap_proxy_h2_connections_refused_total",
 			Help: "Client connections the proxy ended for what the client did, by reason: rapid-reset (GOAWAY ENHANCE_YOUR_CALM), settings-flood (SETTINGS_INITIAL_WINDOW_SIZE changed more than 100 times within a second: GOAWAY ENHANCE_YOUR_CALM), frame-size (GOAWAY FRAME_SIZE_ERROR), timeout (preface, SETTINGS or a frame not whole within --http-request-timeout), not-reading (its writes pending past the bound, or a write not done within the write timeout).",
 		}, []string{"reason"}),
+		idle: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_stream_idle_timeouts_total",
+			Help: "HTTP/2 streams the proxy ended because no frame of the call came from the client or the upstream for --stream-idle-timeout.",
+		}, []string{"upstream", "protocol"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.attempts, m.retries, m.resent, m.denied, m.latency, m.conns, m.closed} {
+		for _, c := range []prometheus.Collector{m.requests, m.attempts, m.retries, m.resent, m.denied, m.latency, m.conns, m.closed, m.idle} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -71,6 +76,7 @@ type upMetrics struct {
 	attempts prometheus.Counter
 	retries  prometheus.Counter
 	resent   prometheus.Counter
+	idle     prometheus.Counter
 	latency  prometheus.Observer
 	denied   [policy.NumReasons]prometheus.Counter
 	// cutBy counts the answers passed on and cut, by cutIndex (nil
@@ -87,6 +93,7 @@ func (m *metrics) forUpstream(name, proto string) *upMetrics {
 		attempts: m.attempts.WithLabelValues(name, proto),
 		retries:  m.retries.WithLabelValues(name, proto),
 		resent:   m.resent.WithLabelValues(name, proto),
+		idle:     m.idle.WithLabelValues(name, proto),
 		latency:  m.latency.WithLabelValues(name, proto),
 		requests: m.requests, name: name, proto: proto,
 	}

@@ -55,6 +55,17 @@ type useState struct {
 	// nanswer: the fields of its attempts' answers (and trailers)
 	// counted in cc.heldAnswer while the stream is open.
 	nanswer int
+	// acts counts the frames of the call from its client and its
+	// upstream (under mu, no clock read per frame); the connection's
+	// keepalive sweep compares it with actsSeen and, when it has not
+	// moved since activeAt, ends the stream after --stream-idle-timeout
+	// (idleOut). activeAt 0: not swept yet.
+	acts, actsSeen uint32
+	activeAt       time.Duration
+	// interimOut: the header list bytes of the upstreams' 1xx answers
+	// passed on to the client (--pass-interim-answers), bounded by
+	// forward.MaxInterimRelayed per call as on the HTTP/1.1 path.
+	interimOut int
 
 	// The request body as the client sent it: kept whole for replay while
 	// it fits --max-replay-bytes (gRPC A6), else from the current
@@ -496,6 +507,7 @@ func (s *rstream) received() int64 { return s.base + int64(len(s.body)) }
 
 // onRequestData takes DATA from the client.
 func (s *rstream) onRequestData(data []byte, end bool) {
+	s.acts++
 	s.uncredited += int64(len(data))
 	s.body = append(s.body, data...)
 	if !s.overflow && s.base+int64(len(s.body)) > int64(s.cc.h.cfg.MaxReplayBytes) {
@@ -538,6 +550,7 @@ func (s *rstream) startTry() {
 // onRequestTrailers takes the request's trailers (the connection's
 // decoded block: copied).
 func (s *rstream) onRequestTrailers(fields []hpack.HeaderField) {
+	s.acts++
 	s.reqTrailers = append(make([]hpack.HeaderField, 0, len(fields)), fields...)
 	s.reqEnd = true
 	s.startTry()
@@ -597,7 +610,7 @@ func (a *ratt) fail(err error) {
 		a.release()
 		return
 	}
-	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut, answered: a.answered}
+	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut, answered: a.answered, interim: a.res.interim}
 	a.release()
 	s.decide(a)
 }
@@ -654,6 +667,36 @@ func fieldValues(fs []hpack.HeaderField, name string) []string {
 	return out
 }
 
+// passInterim passes the upstream's 1xx answer (code, its block f) on to
+// the client as a HEADERS frame without END_STREAM before the final one
+// (RFC 9113 8.1), with --pass-interim-answers, as the HTTP/1.1 path does
+// (forward.Exchange.Interim): every 1xx but 100 (the relay answers
+// Expect: 100-continue itself and sends the whole body), to plain HTTP/2
+// calls only (a gRPC call has no use for hints, and a client library
+// reading its answer's headers as gRPC's need not expect any), without
+// connection-specific fields and content-length, while the call's passed
+// 1xx stay within forward.MaxInterimRelayed (the others dropped, as all
+// were before). The attempt is then not retried (res.interim: judge), as
+// Envoy's router stops retrying once it passed a 1xx: the client has seen
+// this attempt's answer begin.
+func (a *ratt) passInterim(code int, f *hblock) {
+	s := a.s
+	cc := s.cc
+	if code == 100 || s.cs.grpc || s.att != a || s.headersSent || s.respDone {
+		return
+	}
+	fields, _ := cleanAnswer(append(a.hdrBuf[:0], f.regular()...))
+	fields = dropField(fields, "content-length")
+	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: strconv.Itoa(code)}}
+	size := listSize(pseudo[:], fields)
+	if s.interimOut+int(size) > forward.MaxInterimRelayed || cc.out.maxList != 0 && size > cc.out.maxList {
+		return
+	}
+	s.interimOut += int(size)
+	a.res.interim = true
+	_ = cc.out.headers(s.id, false, pseudo[:], fields, nil, false)
+}
+
 // onHeaders is the upstream's header block: the answer's headers, or its
 // trailers (the block is uc's reader's, reused: what is kept is copied).
 func (a *ratt) onHeaders(uc *upconn, f *hblock) {
@@ -664,6 +707,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 	if !a.on(uc, f.streamID) {
 		return
 	}
+	s.acts++
 	a.answered = true
 	if !a.gotHeaders {
 		code, why := responseStatus(f.pseudo("status"), f.truncated, f.endStream)
@@ -687,6 +731,10 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			if a.info > relayMaxHeaderList {
 				a.fail(forward.BadAnswerError("1xx informational answers larger than the advertised " +
 					strconv.Itoa(relayMaxHeaderList) + " bytes in all"))
+				return
+			}
+			if cc.h.cfg.PassInterim {
+				a.passInterim(code, f)
 			}
 			return
 		}
@@ -912,6 +960,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 	if !a.on(uc, f.StreamID) {
 		return // the connection window was credited on receipt
 	}
+	s.acts++
 	a.answered = true
 	if a.upAvail -= n; a.upAvail < 0 {
 		a.upAvail = 0
@@ -1272,10 +1321,19 @@ func (s *rstream) overUpstreamList(a *ratt, le *upListError) {
 		br.Cancel(s.probe)
 	}
 	msg := "retrycap-proxy: upstream " + cs.up.Name + ": " + le.Error()
+	// Its access-log line: attempt 0 when the headers were refused
+	// (nothing went upstream, as the body budget's refusal), the attempt
+	// when its trailers were (its headers and body had gone).
+	n := 0
+	if le.what == "trailers" {
+		n = a.n
+	}
 	if cs.grpc {
+		cs.logOwn(n, http.StatusOK, codeInternal, "header-list")
 		s.answer(cs.grpcText(policy.ReasonNone, msg, codeInternal))
 		return
 	}
+	cs.logOwn(n, http.StatusRequestHeaderFieldsTooLarge, -1, "header-list")
 	s.answer(cs.ownText(policy.ReasonNone, msg, http.StatusRequestHeaderFieldsTooLarge))
 }
 
@@ -1612,6 +1670,66 @@ func (s *rstream) close() {
 	}
 	s.cc.removeStream(s)
 	s.cc.recycle(s)
+}
+
+// idleOut ends a stream on which no frame of the call came from its
+// client or its upstream for d (--stream-idle-timeout, keepalive's
+// sweep), as Envoy's stream_idle_timeout does; mu held. Before the
+// answer began: the attempt under way released (its upstream stream
+// reset CANCEL), not judged (neither side's failure: no breaker
+// failure, a half-open probe's place given back, not retried), the
+// client answered 408 (Envoy's) or, gRPC, DEADLINE_EXCEEDED (a time
+// bound of the proxy's ran out; Envoy's 408 reads UNKNOWN there). After:
+// the answer cut by the proxy, gRPC with DEADLINE_EXCEEDED trailers,
+// plain HTTP/2 with RST_STREAM INTERNAL_ERROR as the relay's other cuts.
+// An answer that ended whole and waits for its client to read is the
+// write timeout's, and a retry's backoff the proxy's own wait: neither
+// is ended here. Counted in retrycap_proxy_h2_stream_idle_timeouts_total
+// and logged ("error":"stream-idle").
+func (s *rstream) idleOut(d time.Duration) {
+	if s.done || s.respDone || s.timer != nil || s.relayed != nil && s.outEnd {
+		return
+	}
+	cs := s.cs
+	cs.m.idle.Inc()
+	msg := "retrycap-proxy: upstream " + cs.up.Name + ": stream idle for " + d.String() + " (--stream-idle-timeout): nothing sent or received"
+	if a := s.relayed; a != nil || s.headersSent {
+		if a != nil {
+			a.release()
+		}
+		s.markCut(accesslog.CutProxy)
+		if cs.grpc {
+			cs.m.code(codeLabel(codeDeadline))
+			s.outTrailers = []hpack.HeaderField{
+				{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
+				{Name: "grpc-message", Value: encodeMessage(msg)},
+			}
+			s.outEnd = true
+			s.flushOut()
+			return
+		}
+		_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
+		s.respDone = true
+		s.close()
+		return
+	}
+	n := 0
+	if a := s.att; a != nil {
+		n = a.n
+		a.judged = true
+		a.release()
+		s.att = nil
+		if br := cs.up.Breaker; br != nil && cs.known {
+			br.Cancel(s.probe)
+		}
+	}
+	if cs.grpc {
+		cs.logOwn(n, http.StatusOK, codeDeadline, "stream-idle")
+		s.answer(cs.grpcText(policy.ReasonNone, msg, codeDeadline))
+		return
+	}
+	cs.logOwn(n, http.StatusRequestTimeout, -1, "stream-idle")
+	s.answer(cs.ownText(policy.ReasonNone, msg, http.StatusRequestTimeout))
 }
 
 // onDeadline is a gRPC call's deadline passing (the call of use gen).
