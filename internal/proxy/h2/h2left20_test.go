@@ -255,8 +255,9 @@ func TestStreamIdleTimeoutEndsStalledStream(t *testing.T) {
 	})
 }
 
-// A stream that trickles one DATA frame every 100 ms, within the 300 ms
-// bound, for 1.2 s (four bounds) is not ended: the upstream gets its
+// A stream that trickles one DATA frame every 100 ms, within the 1 s
+// bound (a wide margin: a loaded machine's stall of a few hundred ms must
+// not cut it), for 1.2 s (more than the bound) is not ended: the upstream gets its
 // END_STREAM and answers. And once its answer began (the upstream sent
 // headers and a message, then nothing), it is cut after the bound with
 // DEADLINE_EXCEEDED trailers, the upstream stream reset.
@@ -282,7 +283,7 @@ func TestStreamIdleTimeoutTrickleSurvives(t *testing.T) {
 				}
 			}
 		})
-		h, reg := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 3, streamIdle: 300 * time.Millisecond})
+		h, reg := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 3, streamIdle: time.Second})
 		r := dialHostile(t, serveDirect(t, h, ""))
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.grpcHeaders(), EndHeaders: true})
 		tick := time.NewTicker(100 * time.Millisecond) // the client's pace: the behaviour under test
@@ -297,7 +298,7 @@ func TestStreamIdleTimeoutTrickleSurvives(t *testing.T) {
 		}
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: r.grpcHeaders(), EndHeaders: true})
 		heads, data, rst3 := r.readStream(3)
-		const msg = "retrycap-proxy: upstream echo: stream idle for 300ms (--stream-idle-timeout): nothing sent or received"
+		const msg = "retrycap-proxy: upstream echo: stream idle for 1s (--stream-idle-timeout): nothing sent or received"
 		if rst3 != -1 || len(heads) != 2 || string(data) != string(grpcMessage("first")) || field(heads[1], "grpc-status") != "4" || field(heads[1], "grpc-message") != encodeMessage(msg) {
 			t.Fatalf("stalled answer: %v %q, reset %d; want its message, then grpc-status 4 %q", brief(heads...), data, rst3, msg)
 		}
@@ -310,7 +311,7 @@ func TestStreamIdleTimeoutTrickleSurvives(t *testing.T) {
 
 // With grpc-go on both sides: a client stream sending a message every
 // 100 ms for 1.2 s and a server stream answering every 100 ms for 1.2 s
-// pass a 300 ms bound whole; a client stream that stalls after its first
+// pass a 1 s bound whole (a wide margin, as above); a client stream that stalls after its first
 // message ends DEADLINE_EXCEEDED with the bound's message.
 func TestStreamIdleTimeoutGRPC(t *testing.T) {
 	b := startBackend(t, &backend{
@@ -327,7 +328,7 @@ func TestStreamIdleTimeoutGRPC(t *testing.T) {
 			return nil
 		},
 	})
-	h, reg := newHandler(t, proxyOpts{name: "idle", addr: b.addr, attempts: 3, streamIdle: 300 * time.Millisecond})
+	h, reg := newHandler(t, proxyOpts{name: "idle", addr: b.addr, attempts: 3, streamIdle: time.Second})
 	theFront.route(t, "idle", h, b.addr)
 	cc := dialName(t, "idle")
 	collect := func(n int, stallAfter int) (string, error) {
@@ -380,7 +381,7 @@ func TestStreamIdleTimeoutGRPC(t *testing.T) {
 		t.Fatalf("server stream: %v", got)
 	}
 	_, err = collect(3, 1)
-	const msg = "retrycap-proxy: upstream idle: stream idle for 300ms (--stream-idle-timeout): nothing sent or received"
+	const msg = "retrycap-proxy: upstream idle: stream idle for 1s (--stream-idle-timeout): nothing sent or received"
 	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != msg {
 		t.Fatalf("stalled client stream: %v; want DEADLINE_EXCEEDED %q", err, msg)
 	}
