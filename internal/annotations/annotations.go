@@ -199,7 +199,7 @@ func parseToken(tok string) (Upstream, string) {
 	if i := strings.IndexByte(name, '*'); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinCalls, MaxCalls)
 		if !ok {
-			return u, fmt.Sprintf("calls must be an integer %d..%d", MinCalls, MaxCalls)
+			return u, fmt.Sprintf("calls must be an integer %d..%d", MinCalls, MaxCalls) + nonASCII(name[i+1:])
 		}
 		u.Calls = n
 		name = name[:i]
@@ -211,7 +211,7 @@ func parseToken(tok string) (Upstream, string) {
 		}
 		d, reason := parseTimeout(name[i+1:])
 		if reason != "" {
-			return u, reason
+			return u, reason + nonASCII(name[i+1:])
 		}
 		u.PerTryTimeout = d
 		name = name[:i]
@@ -219,7 +219,7 @@ func parseToken(tok string) (Upstream, string) {
 	if i := strings.IndexByte(name, '='); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinAttempts, MaxAttempts)
 		if !ok {
-			return u, fmt.Sprintf("attempts must be an integer %d..%d", MinAttempts, MaxAttempts)
+			return u, fmt.Sprintf("attempts must be an integer %d..%d", MinAttempts, MaxAttempts) + nonASCII(name[i+1:])
 		}
 		u.Attempts = n
 		name = name[:i]
@@ -227,7 +227,7 @@ func parseToken(tok string) (Upstream, string) {
 	if i := strings.LastIndexByte(name, ':'); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinPort, MaxPort)
 		if !ok {
-			return u, fmt.Sprintf("port must be an integer %d..%d", MinPort, MaxPort)
+			return u, fmt.Sprintf("port must be an integer %d..%d", MinPort, MaxPort) + nonASCII(name[i+1:])
 		}
 		u.Port = n
 		name = name[:i]
@@ -241,6 +241,22 @@ func parseToken(tok string) (Upstream, string) {
 	}
 	u.Name = name
 	return u, ""
+}
+
+// nonASCII names the first non-ASCII character of a number or duration the grammar refused, as
+// ValidateLabel does for names: a fullwidth "３" or an Arabic-Indic "٣" looks like the digit it
+// is not, and "must be an integer" alone sends the reader looking at the wrong thing.
+func nonASCII(s string) string {
+	for _, r := range s {
+		if r == 'µ' || r == 'μ' {
+			// Go's Duration.String writes microseconds so ("1.5µs"): a copy of its output.
+			return fmt.Sprintf(", and %q (U+%04X) is not ASCII: write microseconds as \"us\"", r, r)
+		}
+		if r >= utf8.RuneSelf {
+			return fmt.Sprintf(", and %q (U+%04X) is not ASCII (a look-alike or an invisible character)", r, r)
+		}
+	}
+	return ""
 }
 
 // parseTimeout reads a per-try timeout: one or more groups of decimal digits and a unit (ns, us,
