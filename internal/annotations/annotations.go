@@ -120,6 +120,13 @@ func ParseUpstreams(value string) ([]Upstream, error) {
 // was dropped, and for every in-cluster spelling of a service listed already. The warnings are
 // nil when err is not.
 func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
+	return ParseUpstreamsWarnIn(value, "")
+}
+
+// ParseUpstreamsWarnIn is ParseUpstreamsWarn for a workload of namespace ns: a bare name is then
+// a service of ns too, so "payment" and "payment.ns" (or "payment.ns.svc") are one service,
+// warned about as the in-cluster spellings are. ns "" is ParseUpstreamsWarn.
+func ParseUpstreamsWarnIn(value, ns string) ([]Upstream, []Warning, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil, nil
 	}
@@ -158,11 +165,24 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 		// (SplitService): the graph reads both entries as one node with the larger attempts and
 		// calls (the worst case; each spelling's own values still run in the proxy), so a value
 		// stored so stays accepted, and the dropped reading is said.
-		if svc, sns, inCluster := SplitService(u.Name); inCluster {
+		svc, sns, inCluster := SplitService(u.Name)
+		if !inCluster && ns != "" && !strings.Contains(u.Name, ".") {
+			// A bare name is a service of the workload's namespace, to the graph
+			// (UpstreamNode) and to the proxy's resolver alike.
+			svc, sns, inCluster = u.Name, ns, true
+		}
+		if inCluster {
 			key := svc + "." + sns
 			if first, dup := firstService[key]; dup {
+				this, that := "", ""
+				if !strings.Contains(u.Name, ".") {
+					this = ", the workload's"
+				}
+				if !strings.Contains(first.name, ".") {
+					that = " (a name in the workload's namespace)"
+				}
 				warnings = append(warnings, Warning{Token: tok, Column: col,
-					Message: fmt.Sprintf("upstream %q is service %s of namespace %s, listed already as %q at column %d: the graph counts one upstream with the larger attempts and calls; write it once", u.Name, svc, sns, first.name, first.col)})
+					Message: fmt.Sprintf("upstream %q is service %s of namespace %s%s, listed already as %q%s at column %d: the graph counts one upstream with the larger attempts and calls; write it once", u.Name, svc, sns, this, first.name, that, first.col)})
 			} else {
 				firstService[key] = spelling{u.Name, col}
 			}
