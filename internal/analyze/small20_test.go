@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/retrycap/retrycap/internal/graph"
@@ -40,5 +41,34 @@ func TestSmall20GroupViolations(t *testing.T) {
 	}
 	if !reflect.DeepEqual(gs, want) {
 		t.Errorf("groupViolations:\n got %+v\nwant %+v", gs, want)
+	}
+}
+
+// analyze reads a bare upstream name in the workload's namespace: one service under a bare
+// name and its name.namespace spelling is warned about, as the gate warns (before: merged in
+// silence).
+func TestSmall20UpstreamsAliasWarning(t *testing.T) {
+	const doc = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: checkout, namespace: shop}
+spec:
+  selector: {matchLabels: {app: checkout}}
+  template:
+    metadata:
+      labels: {app: checkout}
+      annotations: {retrycap.dev/upstreams: "payment=2, payment.shop=3"}
+    spec: {containers: [{name: app, image: x}]}
+`
+	m := NewManifests()
+	if errs := (Reader{}).Read(m, "d.yaml", strings.NewReader(doc)); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, w := range m.Warnings {
+		got = append(got, w.Msg)
+	}
+	want := []string{`Deployment shop/checkout: annotation retrycap.dev/upstreams: token "payment.shop=3" at column 12: upstream "payment.shop" is service payment of namespace shop, listed already as "payment" (a name in the workload's namespace) at column 1: the graph counts one upstream with the larger attempts and calls; write it once`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings:\n got %q\nwant %q", got, want)
 	}
 }
