@@ -116,6 +116,9 @@ func checkPolicyFields(js []byte) error {
 					return fieldError(fmt.Sprintf("spec.retry.retryOn[%d]", i), s, "%q is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)")
 				}
 			}
+			if err := listedTwice("spec.retry.retryOn", items); err != nil {
+				return err
+			}
 		}
 	}
 	if v, ok := lookup(obj.Spec, []string{"retry", "methods"}); ok {
@@ -125,7 +128,28 @@ func checkPolicyFields(js []byte) error {
 					return fieldError(fmt.Sprintf("spec.retry.methods[%d]", i), s, "%q is not one of "+strings.Join(retryMethods, ", "))
 				}
 			}
+			if err := listedTwice("spec.retry.methods", items); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// listedTwice is the CRD's CEL rule on retryOn and methods (atomic lists since api20, so that
+// server-side apply replaces the defaults; the rule keeps the set type's refusal of a value
+// twice): the first value that appears twice, in the API server's words, with both indexes.
+func listedTwice(path string, items []any) error {
+	first := map[string]int{}
+	for i, it := range items {
+		s, ok := it.(string)
+		if !ok {
+			continue // the decoder names the type
+		}
+		if j, seen := first[s]; seen {
+			return fieldError(path, s, fmt.Sprintf("%%q is listed twice (at [%d] and [%d])", j, i))
+		}
+		first[s] = i
 	}
 	return nil
 }

@@ -67,6 +67,15 @@ func TestPolicyFieldsMatchCRD(t *testing.T) {
 		if !slices.Equal(enum, retryMethods) {
 			t.Errorf("%s: methods enum %v, analyze checks %v", file, enum, retryMethods)
 		}
+		// retryOn and methods are atomic lists whose CEL rule refuses a value twice (api20):
+		// listedTwice is that rule.
+		const twice = "self.all(x, self.exists_one(y, y == x))"
+		for _, f := range []string{"retryOn", "methods"} {
+			p := retry.Properties[f]
+			if p.XListType == nil || *p.XListType != "atomic" || len(p.XValidations) != 1 || p.XValidations[0].Rule != twice {
+				t.Errorf("%s: %s list type %v, rules %v; analyze checks an atomic list with the rule %s", file, f, p.XListType, p.XValidations, twice)
+			}
+		}
 		if rules := spec.Properties["retry"].Properties["backoff"].XValidations; len(rules) != 1 || rules[0].Rule != "!has(self.base) || !has(self.max) || !self.base.matches('"+durationParts.String()+"') || !self.max.matches('"+durationParts.String()+"') || duration(self.base) <= duration(self.max)" {
 			t.Errorf("%s: backoff rules %v, analyze checks base <= max", file, rules)
 		}
@@ -111,6 +120,12 @@ func TestPolicyFields(t *testing.T) {
 		{"RetryPolicy", "  retry: {backoff: {base: 5s, max: 1s}}\n", `RetryPolicy shop/p: spec.retry.backoff.base: 5s must not exceed spec.retry.backoff.max 1s`},
 		{"RetryPolicy", "  retry: {retryOn: [reset, 5xx]}\n", `RetryPolicy shop/p: spec.retry.retryOn[1]: "5xx" is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)`},
 		{"RetryPolicy", "  retry: {methods: [get]}\n", `RetryPolicy shop/p: spec.retry.methods[0]: "get" is not one of GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH, TRACE`},
+		// A value twice, refused by the CRD's CEL rule since api20 made the lists atomic
+		// (before: read as once).
+		{"RetryPolicy", "  retry: {retryOn: [\"503\", \"503\"], methods: [GET, GET]}\n", `RetryPolicy shop/p: spec.retry.retryOn: "503" is listed twice (at [0] and [1])`},
+		{"RetryPolicy", "  retry: {retryOn: [reset, \"503\", unavailable, \"503\"]}\n", `RetryPolicy shop/p: spec.retry.retryOn: "503" is listed twice (at [1] and [3])`},
+		{"RetryPolicy", "  retry: {methods: [GET, PUT, PUT]}\n", `RetryPolicy shop/p: spec.retry.methods: "PUT" is listed twice (at [1] and [2])`},
+		{"ClusterRetryPolicy", "  retry: {methods: [GET, GET]}\n", `ClusterRetryPolicy p: spec.retry.methods: "GET" is listed twice (at [0] and [1])`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 2}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: 2 is a number, want a string (quote it)`},
 		{"ClusterRetryPolicy", "  retry: {perTryTimeout: -1s}\n", `ClusterRetryPolicy p: spec.retry.perTryTimeout: "-1s" is not a duration of digits (a fraction allowed) and units ns, us, ms, s, m, h ("500ms", "1.5s", "1m30s")`},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -119,10 +120,28 @@ func RenderTable(w io.Writer, rep *Report) error {
 			} else {
 				fmt.Fprintf(tw, "  violations:\n")
 			}
-			for _, v := range p.Violations {
-				fmt.Fprintf(tw, "    - %s\n", v.Message)
-				if v.Suggestion != "" {
-					fmt.Fprintf(tw, "      fix: %s\n", v.Suggestion)
+			for _, g := range groupViolations(p.Violations) {
+				if len(g.chains) == 1 {
+					v := g.chains[0]
+					fmt.Fprintf(tw, "    - %s\n", v.Message)
+					if v.Suggestion != "" {
+						fmt.Fprintf(tw, "      fix: %s\n", v.Suggestion)
+					}
+					continue
+				}
+				fmt.Fprintf(tw, "    - %d chains over the cap take one fix", len(g.chains))
+				if len(g.edges) > 0 {
+					fmt.Fprintf(tw, " (edges %s)", strings.Join(g.edges, ", "))
+				}
+				fmt.Fprintf(tw, ": %s\n", g.fix)
+				// The first chain whole (its layers, an example), the others by their product
+				// alone: -o json gives each whole.
+				for i, v := range g.chains {
+					head := v.Message
+					if i > 0 {
+						head, _, _ = strings.Cut(v.Message, "; ")
+					}
+					fmt.Fprintf(tw, "      %s\n", head)
 				}
 			}
 		}
@@ -443,4 +462,47 @@ func RenderSummary(w io.Writer, rep *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// violationGroup is the violations of a policy that one fix covers, for the human output (a
+// 60-service app repeated one mesh default's fix for each of 13 chains; DESIGN.md "Output a
+// person can read on a 60-service app"). JSON and SARIF keep one entry per violation.
+type violationGroup struct {
+	fix    string
+	edges  []string // the edges the fix is said of, in order of first appearance ("" none)
+	chains []graph.Violation
+}
+
+// groupViolations groups vs by their fix, in order of first appearance. A fix said of the
+// chain's own edge ("fraud-detection -> flagd: Istio default, no VirtualService binds flagd:
+// ...") is keyed without that edge, which the group lists: the same words about the same callee
+// are one lever (the callee's route, the mesh's default), whichever caller meets it. Fixes
+// written per caller ("gateway: order=2") differ in their text and stay apart. A violation
+// without a fix is its own group.
+func groupViolations(vs []graph.Violation) []*violationGroup {
+	var out []*violationGroup
+	byFix := map[string]*violationGroup{}
+	for _, v := range vs {
+		fix, edge := v.Suggestion, ""
+		for k := 1; k < len(v.Path); k++ {
+			prefix := v.Path[k-1] + " -> " + v.Path[k] + ": "
+			if rest, ok := strings.CutPrefix(fix, prefix); ok {
+				fix, edge = rest, strings.TrimSuffix(prefix, ": ")
+				break
+			}
+		}
+		g := byFix[fix]
+		if fix == "" || g == nil {
+			g = &violationGroup{fix: fix}
+			out = append(out, g)
+			if fix != "" {
+				byFix[fix] = g
+			}
+		}
+		if edge != "" && !slices.Contains(g.edges, edge) {
+			g.edges = append(g.edges, edge)
+		}
+		g.chains = append(g.chains, v)
+	}
+	return out
 }

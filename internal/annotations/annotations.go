@@ -120,6 +120,13 @@ func ParseUpstreams(value string) ([]Upstream, error) {
 // was dropped, and for every in-cluster spelling of a service listed already. The warnings are
 // nil when err is not.
 func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
+	return ParseUpstreamsWarnIn(value, "")
+}
+
+// ParseUpstreamsWarnIn is ParseUpstreamsWarn for a workload of namespace ns: a bare name is then
+// a service of ns too, so "payment" and "payment.ns" (or "payment.ns.svc") are one service,
+// warned about as the in-cluster spellings are. ns "" is ParseUpstreamsWarn.
+func ParseUpstreamsWarnIn(value, ns string) ([]Upstream, []Warning, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil, nil
 	}
@@ -158,11 +165,24 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 		// (SplitService): the graph reads both entries as one node with the larger attempts and
 		// calls (the worst case; each spelling's own values still run in the proxy), so a value
 		// stored so stays accepted, and the dropped reading is said.
-		if svc, sns, inCluster := SplitService(u.Name); inCluster {
+		svc, sns, inCluster := SplitService(u.Name)
+		if !inCluster && ns != "" && !strings.Contains(u.Name, ".") {
+			// A bare name is a service of the workload's namespace, to the graph
+			// (UpstreamNode) and to the proxy's resolver alike.
+			svc, sns, inCluster = u.Name, ns, true
+		}
+		if inCluster {
 			key := svc + "." + sns
 			if first, dup := firstService[key]; dup {
+				this, that := "", ""
+				if !strings.Contains(u.Name, ".") {
+					this = ", the workload's"
+				}
+				if !strings.Contains(first.name, ".") {
+					that = " (a name in the workload's namespace)"
+				}
 				warnings = append(warnings, Warning{Token: tok, Column: col,
-					Message: fmt.Sprintf("upstream %q is service %s of namespace %s, listed already as %q at column %d: the graph counts one upstream with the larger attempts and calls; write it once", u.Name, svc, sns, first.name, first.col)})
+					Message: fmt.Sprintf("upstream %q is service %s of namespace %s%s, listed already as %q%s at column %d: the graph counts one upstream with the larger attempts and calls; write it once", u.Name, svc, sns, this, first.name, that, first.col)})
 			} else {
 				firstService[key] = spelling{u.Name, col}
 			}
@@ -199,7 +219,7 @@ func parseToken(tok string) (Upstream, string) {
 	if i := strings.IndexByte(name, '*'); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinCalls, MaxCalls)
 		if !ok {
-			return u, fmt.Sprintf("calls must be an integer %d..%d", MinCalls, MaxCalls)
+			return u, fmt.Sprintf("calls must be an integer %d..%d", MinCalls, MaxCalls) + nonASCII(name[i+1:])
 		}
 		u.Calls = n
 		name = name[:i]
@@ -211,7 +231,7 @@ func parseToken(tok string) (Upstream, string) {
 		}
 		d, reason := parseTimeout(name[i+1:])
 		if reason != "" {
-			return u, reason
+			return u, reason + nonASCII(name[i+1:])
 		}
 		u.PerTryTimeout = d
 		name = name[:i]
@@ -219,7 +239,7 @@ func parseToken(tok string) (Upstream, string) {
 	if i := strings.IndexByte(name, '='); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinAttempts, MaxAttempts)
 		if !ok {
-			return u, fmt.Sprintf("attempts must be an integer %d..%d", MinAttempts, MaxAttempts)
+			return u, fmt.Sprintf("attempts must be an integer %d..%d", MinAttempts, MaxAttempts) + nonASCII(name[i+1:])
 		}
 		u.Attempts = n
 		name = name[:i]
@@ -227,7 +247,7 @@ func parseToken(tok string) (Upstream, string) {
 	if i := strings.LastIndexByte(name, ':'); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinPort, MaxPort)
 		if !ok {
-			return u, fmt.Sprintf("port must be an integer %d..%d", MinPort, MaxPort)
+			return u, fmt.Sprintf("port must be an integer %d..%d", MinPort, MaxPort) + nonASCII(name[i+1:])
 		}
 		u.Port = n
 		name = name[:i]
@@ -241,6 +261,22 @@ func parseToken(tok string) (Upstream, string) {
 	}
 	u.Name = name
 	return u, ""
+}
+
+// nonASCII names the first non-ASCII character of a number or duration the grammar refused, as
+// ValidateLabel does for names: a fullwidth "３" or an Arabic-Indic "٣" looks like the digit it
+// is not, and "must be an integer" alone sends the reader looking at the wrong thing.
+func nonASCII(s string) string {
+	for _, r := range s {
+		if r == 'µ' || r == 'μ' {
+			// Go's Duration.String writes microseconds so ("1.5µs"): a copy of its output.
+			return fmt.Sprintf(", and %q (U+%04X) is not ASCII: write microseconds as \"us\"", r, r)
+		}
+		if r >= utf8.RuneSelf {
+			return fmt.Sprintf(", and %q (U+%04X) is not ASCII (a look-alike or an invisible character)", r, r)
+		}
+	}
+	return ""
 }
 
 // parseTimeout reads a per-try timeout: one or more groups of decimal digits and a unit (ns, us,

@@ -66,7 +66,7 @@ func TestParseUpstreams(t *testing.T) {
 		{in: "payment=3/500us", wantErr: `token "payment=3/500us" at column 1: per-try timeout 500us is out of range 1ms..1h0m0s`, col: 1},
 		{in: "payment=3/2h", wantErr: `token "payment=3/2h" at column 1: per-try timeout 2h is out of range 1ms..1h0m0s`, col: 1},
 		{in: "payment=3/9999999999h", wantErr: `token "payment=3/9999999999h" at column 1: per-try timeout 9999999999h is out of range 1ms..1h0m0s`, col: 1},
-		{in: "payment=3/1µs", wantErr: `token "payment=3/1µs" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 1},
+		{in: "payment=3/1µs", wantErr: `token "payment=3/1µs" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s"), and 'µ' (U+00B5) is not ASCII: write microseconds as "us"`, col: 1},
 		{in: "payment=3/1e3ms", wantErr: `token "payment=3/1e3ms" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 1},
 		{in: "payment=3/59m60s", want: []Upstream{{Name: "payment", Attempts: 3, PerTryTimeout: time.Hour}}},
 		{in: "payment=3/2s/1s", wantErr: `token "payment=3/2s/1s" at column 1: one per-try timeout at most: "/2s/1s" has 2`, col: 1},

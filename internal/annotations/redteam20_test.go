@@ -20,7 +20,7 @@ func TestRedteam20UpstreamsTypos(t *testing.T) {
 		{"payment=3/2 s", `token "payment=3/2 s" at column 1: ` + timeout},
 		{"payment=3/2S", `token "payment=3/2S" at column 1: ` + timeout},
 		{"payment=3/PT5S", `token "payment=3/PT5S" at column 1: ` + timeout},
-		{"payment=3/1µs", `token "payment=3/1µs" at column 1: ` + timeout},
+		{"payment=3/1µs", `token "payment=3/1µs" at column 1: ` + timeout + `, and 'µ' (U+00B5) is not ASCII: write microseconds as "us"`},
 		{"payment=3/1h1h", `token "payment=3/1h1h" at column 1: per-try timeout 1h1h is out of range 1ms..1h0m0s`},
 		{"payment==3", `token "payment==3" at column 1: ` + attempts},
 		{"payment=3=3", `token "payment=3=3" at column 1: ` + attempts},

@@ -13,14 +13,14 @@ import (
 func TestRedteamUpstreamsGrammar(t *testing.T) {
 	const attempts = "attempts must be an integer 1..100"
 	cases := []struct{ in, want string }{
-		{"order=\uff13", `token "order=３" at column 1: ` + attempts}, // fullwidth 3
-		{"order=\u0663", `token "order=٣" at column 1: ` + attempts}, // Arabic-Indic 3
+		{"order=\uff13", `token "order=３" at column 1: ` + attempts + `, and '３' (U+FF13) is not ASCII (a look-alike or an invisible character)`}, // fullwidth 3
+		{"order=\u0663", `token "order=٣" at column 1: ` + attempts + `, and '٣' (U+0663) is not ASCII (a look-alike or an invisible character)`}, // Arabic-Indic 3
 		{"order=3.0", `token "order=3.0" at column 1: ` + attempts},
 		{"order=1e1", `token "order=1e1" at column 1: ` + attempts},
 		{"order=9223372036854775808", `token "order=9223372036854775808" at column 1: ` + attempts},
 		{"order=" + strings.Repeat("9", 30), `token "order=` + strings.Repeat("9", 30) + `" at column 1: ` + attempts},
 		{"order=3\nbilling=2", `token "order=3\nbilling=2" at column 1: ` + attempts},
-		{"order=3\u200b", `token "order=3\u200b" at column 1: ` + attempts},
+		{"order=3\u200b", `token "order=3\u200b" at column 1: ` + attempts + `, and '\u200b' (U+200B) is not ASCII (a look-alike or an invisible character)`},
 		{"order=3,", `token "" at column 9: empty entry (two commas, or a comma at the start or end)`},
 		{"a=", `token "a=" at column 1: ` + attempts},
 		{"a=3/2x", `token "a=3/2x" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},

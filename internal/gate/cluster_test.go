@@ -160,8 +160,10 @@ func TestDecideClusterPolicies(t *testing.T) {
 				Source:   clusterWorkloads{ws: append(chainWorkloads(), teamDeployment("payments", "ledger", "")), labels: chainLabels},
 				Incoming: teamDeployment("payments", "payment", "ledger=3, ledger.payments.svc=2")},
 			want: Decision{Allowed: true,
-				Rewrite:  &Rewrite{Upstreams: "ledger=1, ledger.payments.svc=1", RewrittenFrom: "ledger=3, ledger.payments.svc=2"},
-				Warnings: []string{"ClusterRetryPolicy checkout-chain rewrote retrycap.dev/upstreams of Deployment payments/payment: ledger=3, ledger.payments.svc=2 -> ledger=1, ledger.payments.svc=1 (web.shop -x3-> order.orders -x3-> payment.payments -x3-> ledger.payments = 27 > cap 9)"}},
+				Rewrite: &Rewrite{Upstreams: "ledger=1, ledger.payments.svc=1", RewrittenFrom: "ledger=3, ledger.payments.svc=2"},
+				Warnings: []string{"ClusterRetryPolicy checkout-chain rewrote retrycap.dev/upstreams of Deployment payments/payment: ledger=3, ledger.payments.svc=2 -> ledger=1, ledger.payments.svc=1 (web.shop -x3-> order.orders -x3-> payment.payments -x3-> ledger.payments = 27 > cap 9)",
+					// small20: one service under a bare name and its name.ns.svc spelling.
+					`Deployment payments/payment: annotation retrycap.dev/upstreams: token "ledger.payments.svc=2" at column 11: upstream "ledger.payments.svc" is service ledger of namespace payments, listed already as "ledger" (a name in the workload's namespace) at column 1: the graph counts one upstream with the larger attempts and calls; write it once`}},
 		},
 		{
 			name: "audit: a warning naming the cluster policy",

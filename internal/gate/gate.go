@@ -124,6 +124,9 @@ type verdict struct {
 	// (workload.Result.Levers): "lower Deployment shop/gateway retrycap.dev/upstreams order=5, or
 	// raise RetryPolicy shop/checkout spec.maxAmplification: 4".
 	levers string
+	// timeLevers, when the plan does not fit for the time, name the timeouts and attempts the
+	// chain at the floor waits on, or the maximum to raise (withTimeLevers).
+	timeLevers string
 	// envFixes are the plan's changes on the incoming workload's edges whose tries are the AWS
 	// SDK's, in their unit ("Deployment shop/audit container app env AWS_MAX_ATTEMPTS: 3 -> 1",
 	// workload.EnvFix): taken out of the plan, whose "may keep up=N" would only tell retrycap a
@@ -517,6 +520,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 		if tv.node != own {
 			v.timeVia = w.String()
 		}
+		v = withTimeLevers(v, r)
 	}
 	return sdkVerdict(v, incoming), true, nil
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ func judgeTime(p *workload.Policy, r *workload.Result, incoming *workload.Parsed
 // renamed is plan with its edges' callers named node: the workload's edges are the same out of
 // every node it is reached under, and the rewrite reads the plan at the node judged.
 func renamed(plan *graph.Plan, node string) *graph.Plan {
-	out := &graph.Plan{Cap: plan.Cap, Fits: plan.Fits, Reason: plan.Reason, Attempts: map[graph.EdgeKey]int64{}}
+	out := &graph.Plan{Cap: plan.Cap, Fits: plan.Fits, Reason: plan.Reason, Floor: plan.Floor, Attempts: map[graph.EdgeKey]int64{}}
 	for k, v := range plan.Attempts {
 		out.Attempts[graph.EdgeKey{From: node, To: k.To}] = v
 	}
@@ -108,7 +109,34 @@ func (v verdict) timeMessage() string {
 		}
 	}
 	parts = append(parts, v.time.judge.Explain())
-	return workload.KindRetryPolicy + " " + v.policy.Ref().QualifiedName() + ": " + strings.Join(parts, "; ") + graph.PlanSuffix(v.node, v.plan)
+	msg := workload.KindRetryPolicy + " " + v.policy.Ref().QualifiedName() + ": " + strings.Join(parts, "; ") + graph.PlanSuffix(v.node, v.plan)
+	if v.timeLevers != "" {
+		msg += ": " + v.timeLevers
+	}
+	return msg
+}
+
+// withTimeLevers sets v.timeLevers when v's plan does not fit for the time (the workload at 1
+// attempt is still over maxTimeToAnswer): the chain then (Plan.Floor) waits on timeouts and on
+// other attempts, which the message names in their units, with the policy's maximum (small20;
+// the mesh gate's since adv20). The chain at the floor goes through the judged edge, whose
+// attempts are the workload's own, at 1 already.
+func withTimeLevers(v verdict, r *workload.Result) verdict {
+	if v.plan == nil || v.plan.Fits || v.plan.Floor == nil {
+		return v
+	}
+	ch := v.plan.Floor
+	factors := []int64{ch.ClientAttempts}
+	for k := 1; k < len(ch.Path); k++ {
+		ge, _ := r.Graph.Edge(ch.Path[k-1], ch.Path[k])
+		factors = append(factors, ge.Attempts)
+	}
+	var skip [2]string
+	if i := slices.Index(ch.Path, v.time.node); i >= 0 && i+1 < len(ch.Path) {
+		skip = [2]string{v.time.node, ch.Path[i+1]}
+	}
+	v.timeLevers = r.TimeLevers(ch.Path, factors, workload.LeverSkip{App: skip}, strings.Join(r.TimeoutLevers(*ch), ", "), ch.Time)
+	return v
 }
 
 // raisesTime reports whether updating old to incoming lengthens a try of one of its upstreams

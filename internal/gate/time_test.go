@@ -78,6 +78,8 @@ func TestDecideTime(t *testing.T) {
 				Source: workloads(timedShop()), Incoming: slowOrder},
 			want: Decision{Message: "RetryPolicy shop/checkout: client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s; " +
 				"no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s" +
+				// small20: the levers in their units (before: none named).
+				": lower the per-try timeout of Deployment shop/order retrycap.dev/upstreams payment=3/200ms, RetryPolicy shop/checkout spec.entrypoints[0].clientAttempts: 2, Deployment shop/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy shop/checkout spec.maxTimeToAnswer: 1.8s" +
 				` (refused although enforcement is Rewrite: lowered as far as it goes, Deployment shop/order annotation retrycap.dev/upstreams="payment=1/200ms" still makes client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s)`},
 		},
 		{
@@ -94,7 +96,8 @@ func TestDecideTime(t *testing.T) {
 				Source: workloads(timedShop()), Incoming: workloadtest.Deployment("order", "payment=1/900ms"),
 				Old: ptr(workloadtest.Deployment("order", "payment=1/100ms"))},
 			want: Decision{Message: "RetryPolicy shop/checkout: " + chain6s + "; " +
-				"no rewrite fits: even with order: payment=1, " + chain6s},
+				"no rewrite fits: even with order: payment=1, " + chain6s +
+				": lower the per-try timeout of Deployment shop/order retrycap.dev/upstreams payment=1/900ms, RetryPolicy shop/checkout spec.entrypoints[0].clientAttempts: 2, Deployment shop/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy shop/checkout spec.maxTimeToAnswer: 6s"},
 		},
 		{
 			// Lowering a chain already over (6s) is a repair: it passes.

@@ -18,9 +18,11 @@ import (
 // Each case runs under Reject and Rewrite, and what Rewrite admits is judged again under Reject.
 func TestRewriteStoresWhatRejectAdmits(t *testing.T) {
 	const (
-		m15  = "RetryPolicy shop/checkout: gateway -x5-> order -x3-> payment = 15 > cap 4; no rewrite fits: even with order: payment=1, gateway -x5-> order -x1-> payment = 5 > cap 4: lower Deployment shop/gateway retrycap.dev/upstreams order=5, or raise RetryPolicy shop/checkout spec.maxAmplification: 4"
-		m2s  = "RetryPolicy shop/checkout: client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s; no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s"
-		mPer = "RetryPolicy shop/checkout: client -x2-> gateway 2.1s -> order 600ms -> payment ? = 4.2s > maxTimeToAnswer 1s; no rewrite fits: even with order: payment=1, client -x2-> gateway 2.1s -> order 600ms -> payment ? = 4.2s > maxTimeToAnswer 1s"
+		m15 = "RetryPolicy shop/checkout: gateway -x5-> order -x3-> payment = 15 > cap 4; no rewrite fits: even with order: payment=1, gateway -x5-> order -x1-> payment = 5 > cap 4: lower Deployment shop/gateway retrycap.dev/upstreams order=5, or raise RetryPolicy shop/checkout spec.maxAmplification: 4"
+		m2s = "RetryPolicy shop/checkout: client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s; no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s" +
+			": lower the per-try timeout of Deployment shop/order retrycap.dev/upstreams payment=3/200ms, RetryPolicy shop/checkout spec.entrypoints[0].clientAttempts: 2, Deployment shop/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy shop/checkout spec.maxTimeToAnswer: 1.8s"
+		mPer = "RetryPolicy shop/checkout: client -x2-> gateway 2.1s -> order 600ms -> payment ? = 4.2s > maxTimeToAnswer 1s; no rewrite fits: even with order: payment=1, client -x2-> gateway 2.1s -> order 600ms -> payment ? = 4.2s > maxTimeToAnswer 1s" +
+			": lower the per-try timeout of Deployment shop/order retrycap.dev/upstreams payment=1/600ms, RetryPolicy shop/checkout spec.entrypoints[0].clientAttempts: 2, Deployment shop/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy shop/checkout spec.maxTimeToAnswer: 4.2s"
 	)
 	countShop := []workload.Workload{workloadtest.Deployment("gateway", "order=5"), workloadtest.Deployment("payment", "")}
 	order := func(ups string) workload.Workload { return workloadtest.Deployment("order", ups) }

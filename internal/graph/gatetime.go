@@ -120,6 +120,7 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 					ch := gt.chain(en, e, 1, y)
 					plan.Fits = false
 					plan.Reason = "no rewrite fits: even with " + service + ": " + to + "=1, " + explainTime(ch, maxTime)
+					plan.Floor = &ch
 				}
 			}
 		}
@@ -578,9 +579,9 @@ func MergePlans(a, b *Plan) *Plan {
 		return a
 	}
 	m := &Plan{Cap: a.Cap, Fits: a.Fits && b.Fits, Attempts: map[EdgeKey]int64{}}
-	m.Reason = a.Reason
+	m.Reason, m.Floor = a.Reason, a.Floor
 	if a.Fits {
-		m.Reason = b.Reason
+		m.Reason, m.Floor = b.Reason, b.Floor
 	}
 	for k, v := range a.Attempts {
 		m.Attempts[k] = v

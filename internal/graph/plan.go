@@ -43,6 +43,10 @@ type Plan struct {
 	// Changes are the edges whose attempts drop, in topological order (PlanRewrite) or
 	// declaration order (PlanLocal).
 	Changes []Change
+	// Floor is, for a time plan that does not fit (JudgeTime), the chain Reason names: the
+	// worst one with the edge at 1 attempt, whose timeouts and other attempts are what to
+	// change. nil otherwise.
+	Floor *TimeChain
 }
 
 // New returns the planned attempts of from->to and whether the plan covers that edge.

@@ -464,12 +464,16 @@ func telemetryExportVar(name string) bool {
 var hostSuffixes = []string{"_HOST", "_HOSTNAME", "_ADDR", "_ADDRESS", "_SERVER"}
 
 // siblingPort is the port a host variable's sibling gives (ev NAME_HOST, the same container's
-// NAME_PORT holding a port number), 0 when there is none: the port says whether the call is
-// HTTP (a database's or broker's well-known port is not; before, MYSQL_DB_HOST was proposed
-// as an HTTP upstream beside MYSQL_DB_PORT=3306).
-func siblingPort(env []EnvVar, ev EnvVar) int32 {
+// NAME_PORT holding a port number) and the sibling's name, 0 when there is none: the port says
+// whether the call is HTTP (a database's or broker's well-known port is not; before,
+// MYSQL_DB_HOST was proposed as an HTTP upstream beside MYSQL_DB_PORT=3306). Without NAME_PORT,
+// the NAME_PORT_<SUFFIX> siblings (OTEL_COLLECTOR_PORT_GRPC) give the port when they hold one
+// port number between them; two different ports (NAME_PORT_GRPC=4317, NAME_PORT_HTTP=4318)
+// leave the call's port unknown, as a looser match would guess it (small20). A port variable
+// named otherwise (JAEGER_UI_PORT beside JAEGER_HOST) is not this host's.
+func siblingPort(env []EnvVar, ev EnvVar) (int32, string) {
 	if ev.Arg {
-		return 0
+		return 0, ""
 	}
 	up := strings.ToUpper(ev.Name)
 	for _, suf := range hostSuffixes {
@@ -477,21 +481,40 @@ func siblingPort(env []EnvVar, ev EnvVar) int32 {
 		if !ok || prefix == "" {
 			continue
 		}
+		var port int32
+		var name string
+		ambiguous := false
 		for _, o := range env {
-			if o.Arg || o.Container != ev.Container || strings.ToUpper(o.Name) != prefix+"_PORT" {
+			if o.Arg || o.Container != ev.Container {
 				continue
 			}
-			if n, err := strconv.ParseUint(strings.TrimSpace(o.Value), 10, 16); err == nil && n > 0 {
-				return int32(n)
+			on := strings.ToUpper(o.Name)
+			n, err := strconv.ParseUint(strings.TrimSpace(o.Value), 10, 16)
+			if err != nil || n == 0 {
+				continue
+			}
+			if on == prefix+"_PORT" {
+				return int32(n), o.Name
+			}
+			if rest, ok := strings.CutPrefix(on, prefix+"_PORT_"); ok && rest != "" {
+				switch {
+				case port == 0:
+					port, name = int32(n), o.Name
+				case port != int32(n):
+					ambiguous = true
+				}
 			}
 		}
+		if port > 0 && !ambiguous {
+			return port, name
+		}
 	}
-	return 0
+	return 0, ""
 }
 
 func (d *discoverer) envEdges(res *Result) {
-	drops, words, hosts, exports := 0, 0, 0, 0
-	example, wordExample, hostExample, exportExample := "", "", "", ""
+	drops, splitDrops, words, hosts, exports := 0, 0, 0, 0, 0
+	example, splitExample, wordExample, hostExample, exportExample := "", "", "", "", ""
 	for _, pe := range d.in.Pods {
 		if !d.scope(pe.Namespace) {
 			continue
@@ -514,9 +537,11 @@ func (d *discoverer) envEdges(res *Result) {
 				}
 				continue
 			}
-			sibling := siblingPort(pe.Env, ev)
+			sibling, siblingName := siblingPort(pe.Env, ev)
 			value := ev.Value
+			split := false
 			if sibling > 0 && value != "" && !strings.ContainsAny(value, ":/,; \t\r\n") {
+				split = true
 				// A host variable's bare name beside its port (the OpenTelemetry demo's
 				// FLAGD_HOST=flagd with FLAGD_PORT=8013, its proxy's FRONTEND_HOST=frontend with
 				// FRONTEND_PORT=8080) is host:port split in two: read as such. Before, the bare
@@ -579,6 +604,15 @@ func (d *discoverer) envEdges(res *Result) {
 				if !inInput && !r.Qualified && d.svcNS[ns] {
 					// The namespace's Services are in the input and none has this name: the
 					// value is something else (a host of another kind, a placeholder).
+					if split {
+						// Said as what it is: a host variable beside its port, not a
+						// host:port or URL (small20).
+						splitDrops++
+						if splitExample == "" {
+							splitExample = envExample(pe, ev, r.Name) + fmt.Sprintf(" beside %s=%d", siblingName, sibling)
+						}
+						continue
+					}
 					drops++
 					if example == "" {
 						example = envExample(pe, ev, r.Name)
@@ -619,6 +653,9 @@ func (d *discoverer) envEdges(res *Result) {
 	}
 	if drops > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form host:port or URL name no Service of the input in a namespace whose Services it holds: not edges (e.g. %s)", drops, example))
+	}
+	if splitDrops > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d host variable(s) beside a port variable (NAME_HOST=name with NAME_PORT=port, read as name:port) name no Service of the input in a namespace whose Services it holds: not edges (e.g. %s)", splitDrops, splitExample))
 	}
 	if hosts > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) name a host under a top-level domain of the Internet (name.com, name.io) and the input holds no Service of such a namespace: hosts outside the cluster, not edges (e.g. %s)", hosts, hostExample))

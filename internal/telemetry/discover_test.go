@@ -215,8 +215,9 @@ func TestDiscoverSiblingPortBareHost(t *testing.T) {
 sources:
 - env
 warnings:
-- 'env: 1 value(s) of the form host:port or URL name no Service of the input in a
-  namespace whose Services it holds: not edges (e.g. Deployment shop/web env FLAGD_UI_HOST="flagd-ui")'
+- 'env: 1 host variable(s) beside a port variable (NAME_HOST=name with NAME_PORT=port,
+  read as name:port) name no Service of the input in a namespace whose Services it
+  holds: not edges (e.g. Deployment shop/web env FLAGD_UI_HOST="flagd-ui" beside FLAGD_UI_PORT=4000)'
 workloads:
 - annotation: flagd
   differences: []

@@ -93,6 +93,8 @@ var _ = Describe("workload gate, maxTimeToAnswer", Ordered, func() {
 		Expect(c.Create(ctx, sts)).To(MatchError(gateDenied + "RetryPolicy gate-time-rewrite/checkout: " +
 			"client -x2-> gateway 6.1s -> payment ? = 12.2s > maxTimeToAnswer 5s; " +
 			"no rewrite fits: even with gateway: payment=1, client -x2-> gateway 3s -> payment ? = 6s > maxTimeToAnswer 5s" +
+			// small20: the levers, in their units.
+			": lower the per-try timeout of StatefulSet gate-time-rewrite/gateway-canary retrycap.dev/upstreams payment=2/3s, RetryPolicy gate-time-rewrite/checkout spec.entrypoints[0].clientAttempts: 2, or raise RetryPolicy gate-time-rewrite/checkout spec.maxTimeToAnswer: 6s" +
 			` (refused although enforcement is Rewrite: lowered as far as it goes, StatefulSet gate-time-rewrite/gateway-canary annotation retrycap.dev/upstreams="payment=1/3s" still makes client -x2-> gateway 3s -> payment ? = 6s > maxTimeToAnswer 5s)`))
 	})
 })

@@ -49,8 +49,8 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 			col          int
 			reason       string
 		}{
-			{"payment=\uff13", "payment=\uff13", 1, digits}, // fullwidth 3
-			{"payment=\u0663", "payment=\u0663", 1, digits}, // Arabic-Indic 3
+			{"payment=\uff13", "payment=\uff13", 1, digits + ", and '\uff13' (U+FF13) is not ASCII (a look-alike or an invisible character)"}, // fullwidth 3
+			{"payment=\u0663", "payment=\u0663", 1, digits + ", and '\u0663' (U+0663) is not ASCII (a look-alike or an invisible character)"}, // Arabic-Indic 3
 			{"payment=+3", "payment=+3", 1, digits},
 			{"payment=3.0", "payment=3.0", 1, digits},
 			{"payment=1e1", "payment=1e1", 1, digits},
@@ -104,12 +104,12 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 			mns := "webred-" + strings.ToLower(string(mode))
 			gateNamespace(ctx, mns, gatePolicy(mns, 4, mode))
 			d := gateDeployment(mns, "hostile", "payment=\uff13", partOfShop)
-			Expect(k8sClient.Create(ctx, d)).To(MatchError(gateDenied + "Deployment " + mns + "/hostile: annotation retrycap.dev/upstreams: token \"payment=\uff13\" at column 1: attempts must be an integer 1..100"))
+			Expect(k8sClient.Create(ctx, d)).To(MatchError(gateDenied + "Deployment " + mns + "/hostile: annotation retrycap.dev/upstreams: token \"payment=\uff13\" at column 1: attempts must be an integer 1..100, and '\uff13' (U+FF13) is not ASCII (a look-alike or an invisible character)"))
 		}
 		c, warnings := gateClient()
 		d := gateDeployment(ns, "loner", "payment=\uff13", nil)
 		Expect(c.Create(ctx, d, client.DryRunAll)).To(Succeed())
-		Expect(warnings.take()).To(Equal([]string{"Deployment webred/loner: annotation retrycap.dev/upstreams: token \"payment=\uff13\" at column 1: attempts must be an integer 1..100"}))
+		Expect(warnings.take()).To(Equal([]string{"Deployment webred/loner: annotation retrycap.dev/upstreams: token \"payment=\uff13\" at column 1: attempts must be an integer 1..100, and '\uff13' (U+FF13) is not ASCII (a look-alike or an invisible character)"}))
 	})
 
 	It("rewrites 10,000 over-cap upstreams in one answer, its warning cut to the API server's budget", func() {

@@ -53,6 +53,9 @@ var _ = Describe("workload gate, Rewrite stores what Reject admits", Ordered, fu
 	}
 	const (
 		time6 = "client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s; no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s"
+		// small20: the levers of the time verdict, in their units.
+		time6Levers       = ": lower the per-try timeout of Deployment wgate19-time/order-canary retrycap.dev/upstreams payment=3/200ms, RetryPolicy wgate19-time/checkout spec.entrypoints[0].clientAttempts: 2, Deployment wgate19-time/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy wgate19-time/checkout spec.maxTimeToAnswer: 1.8s"
+		time6LeversUpdate = ": lower the per-try timeout of Deployment wgate19-time/order retrycap.dev/upstreams payment=3/200ms, RetryPolicy wgate19-time/checkout spec.entrypoints[0].clientAttempts: 2, Deployment wgate19-time/gateway retrycap.dev/upstreams order=3, or raise RetryPolicy wgate19-time/checkout spec.maxTimeToAnswer: 1.8s"
 	)
 
 	It("cap, Reject: refuses the create and the raising update, admits a lowering one", func() {
@@ -92,13 +95,13 @@ var _ = Describe("workload gate, Rewrite stores what Reject admits", Ordered, fu
 		const ns = "wgate19-time"
 		overIntoNamespace(ctx, ns, timedGatePolicy(ns, 30, v1alpha1.EnforcementRewrite, time.Second, 2), "order=3/1s", "payment=1/200ms")
 		c, warnings := gateClient()
-		Expect(c.Create(ctx, orderCanary(ns, "payment=3/200ms"))).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + time6 +
+		Expect(c.Create(ctx, orderCanary(ns, "payment=3/200ms"))).To(MatchError(gateDenied + "RetryPolicy " + ns + "/checkout: " + time6 + time6Levers +
 			` (refused although enforcement is Rewrite: lowered as far as it goes, Deployment ` + ns + `/order-canary annotation retrycap.dev/upstreams="payment=1/200ms" still makes client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s)`))
 
 		Expect(setUpstreams(ctx, c, ns, "order", "payment=3/200ms")).To(Succeed())
 		Expect(warnings.take()).To(Equal([]string{
 			"RetryPolicy " + ns + "/checkout rewrote retrycap.dev/upstreams of Deployment " + ns + "/order: payment=3/200ms -> payment=1/200ms (client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 1s)",
-			"RetryPolicy " + ns + "/checkout: " + time6 + " (admitted: enforcement is Rewrite; Deployment " + ns + "/order is lowered as far as it goes, which raises nothing over the stored object)",
+			"RetryPolicy " + ns + "/checkout: " + time6 + time6LeversUpdate + " (admitted: enforcement is Rewrite; Deployment " + ns + "/order is lowered as far as it goes, which raises nothing over the stored object)",
 		}))
 		var stored appsv1.Deployment
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &stored)).To(Succeed())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 // Levers names what else can bring a chain over the cap within it when the judged object's own
@@ -222,4 +223,74 @@ func (r *Result) callers(from, to string) []lever {
 		}
 	}
 	return out
+}
+
+// TimeoutLevers are the application per-try timeouts that bound ch's time: on each edge of ch,
+// each selected caller's timeout shorter than the callee's worst time (what the hop waits on
+// per try, the callee's own time being longer or unknown), in the unit of what sets it: "the
+// per-try timeout of Deployment shop/order retrycap.dev/upstreams payment=3/2s" where the
+// annotation writes it, else "RetryPolicy shop/checkout spec.retry.perTryTimeout: 2s" (once). At
+// most MaxLevers, then how many more. A timeout at or above the callee's time does not bound
+// the chain, and a mesh route's timeouts are the mesh gate's (advice19).
+func (r *Result) TimeoutLevers(ch graph.TimeChain) []string {
+	var out []string
+	seen := map[string]bool{}
+	spec := r.Policy.Spec()
+	for k := 1; k < len(ch.Path) && k < len(ch.Times); k++ {
+		from, to := ch.Path[k-1], ch.Path[k]
+		for _, x := range r.kept {
+			at := false
+			for _, n := range r.Nodes(x.key) {
+				at = at || n == from
+			}
+			if !at {
+				continue
+			}
+			written, err := annotations.ParseUpstreams(x.Workload.Annotations.Get(annotations.Upstreams))
+			if err != nil || len(written) != len(x.upstreams) {
+				written = x.upstreams
+			}
+			for i, u := range x.upstreams {
+				if r.Policy.UpstreamNode(u.Name, x.Workload.Namespace) != to || x.SDKUpstream(i) {
+					continue
+				}
+				l := OwnLayer(spec, x.Workload, u)
+				if l.PerTry <= 0 || l.PerTry >= ch.Times[k] {
+					continue
+				}
+				var s string
+				if written[i].PerTryTimeout > 0 {
+					s = fmt.Sprintf("the per-try timeout of %s %s %s", x.Workload, annotations.Upstreams, writtenToken(written[i]))
+				} else {
+					s = fmt.Sprintf("%s spec.retry.perTryTimeout: %s", r.Policy.Ref(), graph.FormatTime(l.PerTry))
+				}
+				if !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	if len(out) > MaxLevers {
+		out = append(out[:MaxLevers:MaxLevers], fmt.Sprintf("and %d more per-try timeouts", len(out)-MaxLevers))
+	}
+	return out
+}
+
+// writtenToken is u as an annotation writes it: "payment:8080=3/2s*2", the parts u sets.
+func writtenToken(u annotations.Upstream) string {
+	s := u.Name
+	if u.Port > 0 {
+		s += ":" + strconv.Itoa(int(u.Port))
+	}
+	if u.Attempts > 0 {
+		s += "=" + strconv.Itoa(int(u.Attempts))
+	}
+	if u.PerTryTimeout > 0 {
+		s += "/" + annotations.FormatTimeout(u.PerTryTimeout)
+	}
+	if u.Calls > 0 {
+		s += "*" + strconv.Itoa(int(u.Calls))
+	}
+	return s
 }

@@ -99,10 +99,11 @@ func AnnotationErrors(w Workload) []error {
 }
 
 // UpstreamsWarnings are the warnings of w's retrycap.dev/upstreams value that parses (a
-// host:port upstream whose port is dropped), each naming the workload, the annotation, the token
-// and its column.
+// host:port upstream whose port is dropped, one service under two spellings, a bare name among
+// them read in w's namespace), each naming the workload, the annotation, the token and its
+// column.
 func UpstreamsWarnings(w Workload) []string {
-	_, warnings, _ := annotations.ParseUpstreamsWarn(w.Annotations.Get(annotations.Upstreams))
+	_, warnings, _ := annotations.ParseUpstreamsWarnIn(w.Annotations.Get(annotations.Upstreams), w.Namespace)
 	out := make([]string, 0, len(warnings))
 	for _, wn := range warnings {
 		out = append(out, fmt.Sprintf("%s: annotation %s: %s", w, annotations.Upstreams, wn))
