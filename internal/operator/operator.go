@@ -10,7 +10,9 @@ import (
 	"unicode"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -63,6 +65,10 @@ type Options struct {
 	IstioDefaultRetries *int64
 	// Prometheus is --prometheus-url and its companions (observed.go); zero: off.
 	Prometheus Prometheus
+	// SeveralInProcess lets more than one manager be built in one process (tests that start an
+	// operator per case): controller-runtime refuses a second controller of a name per process,
+	// since two would report the same metrics. A deployed manager builds one, so this stays off.
+	SeveralInProcess bool
 }
 
 // Lease timings by default: those of controller-runtime and kube-controller-manager.
@@ -103,6 +109,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaseDuration:                 &lease,
 		RenewDeadline:                 &renew,
 		RetryPeriod:                   &retry,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SeveralInProcess)},
 	}
 	if o.Webhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir})

@@ -48,6 +48,7 @@ func Start(t *testing.T, crdPaths ...string) *Operator {
 		MetricsAddr: "0", ProbeAddr: "0", Webhooks: true,
 		WebhookHost: serving.Host, WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
 		Namespace: "retrycap-system", MeshRecheck: 200 * time.Millisecond,
+		SeveralInProcess: true, // a test package may start one per test
 	})
 	if err != nil {
 		t.Fatal(err)
