@@ -366,6 +366,29 @@ func judgeConfigMap(p judgedPolicy, oldSet, set *mesh.Set) (configMapVerdict, ra
 	return configMapVerdict{}, raised{}, false
 }
 
+// firstRaisedOver is the verdict on p of the first call an object's change raised (changedEdges
+// from oldSet to newSet) whose chain is over p's cap or its maxTimeToAnswer, its message after
+// the policy written by extra; false when none is. The judges of objects with no retry field to
+// lower (a ServiceEntry, Kuma's MeshExternalService and MeshHTTPRoute) share it.
+func firstRaisedOver(p judgedPolicy, oldSet, newSet *mesh.Set, extra func(r *workload.Result, e raised, v configMapVerdict) string) (configMapVerdict, bool) {
+	old := p.build(oldSet)
+	r := p.build(newSet)
+	for _, e := range changedEdges(r, old, oldSet, newSet) {
+		v := configMapVerdict{policy: p, time: timeAt(p, r, e.raised)}
+		if e.attempts > e.was {
+			if j := judgeAt(r, e.raised); j.Over {
+				v.judge = j
+			}
+		}
+		if v.judge == nil && v.time == nil {
+			continue
+		}
+		v.extra = extra(r, e.raised, v)
+		return v, true
+	}
+	return configMapVerdict{}, false
+}
+
 // changedEdges are the edges (and entrypoints) of r whose attempts are above old's, or whose
 // layers' time (set's) is longer than old's (oldSet's), in edge order; entrypoints first.
 func changedEdges(r, old *workload.Result, oldSet, set *mesh.Set) []layeredEdge {

@@ -63,22 +63,9 @@ func decideKumaNoField(in MeshInput, obj meshObject, oldSet, newSet *mesh.Set) M
 	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
 	judge := func(p judgedPolicy) (configMapVerdict, bool) {
-		old := p.build(oldSet)
-		r := p.build(newSet)
-		for _, e := range changedEdges(r, old, oldSet, newSet) { // mesh_configmap.go
-			v := configMapVerdict{policy: p, time: timeAt(p, r, e.raised)}
-			if e.attempts > e.was {
-				if j := judgeAt(r, e.raised); j.Over {
-					v.judge = j
-				}
-			}
-			if v.judge == nil && v.time == nil {
-				continue
-			}
-			v.extra = kumaNoFieldMessage(obj, spec, was, in.Old != nil, r, e.raised, v)
-			return v, true
-		}
-		return configMapVerdict{}, false
+		return firstRaisedOver(p, oldSet, newSet, func(r *workload.Result, e raised, v configMapVerdict) string {
+			return kumaNoFieldMessage(obj, spec, was, in.Old != nil, r, e, v)
+		})
 	}
 	message := func(v configMapVerdict) string {
 		msg := v.policy.Ref().String() + ": " + v.extra

@@ -56,22 +56,9 @@ func decideServiceEntry(in MeshInput, obj meshObject, oldSet, newSet *mesh.Set) 
 	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
 	judge := func(p judgedPolicy) (configMapVerdict, bool) {
-		old := p.build(oldSet)
-		r := p.build(newSet)
-		for _, e := range changedEdges(r, old, oldSet, newSet) { // mesh_configmap.go
-			v := configMapVerdict{policy: p, time: timeAt(p, r, e.raised)}
-			if e.attempts > e.was {
-				if j := judgeAt(r, e.raised); j.Over {
-					v.judge = j
-				}
-			}
-			if v.judge == nil && v.time == nil {
-				continue
-			}
-			v.extra = serviceEntryLever(p, obj, se, newSet, r, e.raised)
-			return v, true
-		}
-		return configMapVerdict{}, false
+		return firstRaisedOver(p, oldSet, newSet, func(r *workload.Result, e raised, _ configMapVerdict) string {
+			return serviceEntryLever(p, obj, se, newSet, r, e)
+		})
 	}
 	message := func(v configMapVerdict) string {
 		msg := v.policy.Ref().String() + ": " + v.extra

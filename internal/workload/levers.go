@@ -192,6 +192,26 @@ func (r *Result) entryLever(node string, n int64) string {
 func (r *Result) callers(from, to string) []lever {
 	var out []lever
 	def := defaultAttempts(r.Policy.Spec())
+	r.eachEntry(from, to, func(x *Parsed, u, written annotations.Upstream) {
+		name := written.Name
+		if written.Port > 0 {
+			name += ":" + strconv.Itoa(int(written.Port))
+		}
+		switch {
+		case u.Attempts > 1:
+			out = append(out, lever{fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, name, u.Attempts), int64(u.Attempts)})
+		case u.Attempts == 0 && def > 1:
+			out = append(out, lever{fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, name, def), def})
+		}
+	})
+	return out
+}
+
+// eachEntry calls fn for each annotation entry of a kept workload that is node from and calls
+// node to (not an SDK's own upstream), with the entry as parsed (u) and as the annotation writes
+// it (written: "www.googleapis.com:80", not the node's normalised name; Parse keeps the order of
+// ParseUpstreams), in r.kept's order: what callers and TimeoutLevers both walk.
+func (r *Result) eachEntry(from, to string, fn func(x *Parsed, u, written annotations.Upstream)) {
 	for _, x := range r.kept {
 		at := false
 		for _, n := range r.Nodes(x.key) {
@@ -200,8 +220,6 @@ func (r *Result) callers(from, to string) []lever {
 		if !at {
 			continue
 		}
-		// The entry as the annotation writes it ("www.googleapis.com:80", not the node's
-		// normalised name): Parse keeps the order of ParseUpstreams.
 		written, err := annotations.ParseUpstreams(x.Workload.Annotations.Get(annotations.Upstreams))
 		if err != nil || len(written) != len(x.upstreams) {
 			written = x.upstreams
@@ -210,19 +228,9 @@ func (r *Result) callers(from, to string) []lever {
 			if r.Policy.UpstreamNode(u.Name, x.Workload.Namespace) != to || x.SDKUpstream(i) {
 				continue
 			}
-			name := written[i].Name
-			if written[i].Port > 0 {
-				name += ":" + strconv.Itoa(int(written[i].Port))
-			}
-			switch {
-			case u.Attempts > 1:
-				out = append(out, lever{fmt.Sprintf("%s %s %s=%d", x.Workload, annotations.Upstreams, name, u.Attempts), int64(u.Attempts)})
-			case u.Attempts == 0 && def > 1:
-				out = append(out, lever{fmt.Sprintf("%s %s %s (the policy's defaultAttempts %d)", x.Workload, annotations.Upstreams, name, def), def})
-			}
+			fn(x, u, written[i])
 		}
 	}
-	return out
 }
 
 // TimeoutLevers are the application per-try timeouts that bound ch's time: on each edge of ch,
@@ -237,39 +245,22 @@ func (r *Result) TimeoutLevers(ch graph.TimeChain) []string {
 	seen := map[string]bool{}
 	spec := r.Policy.Spec()
 	for k := 1; k < len(ch.Path) && k < len(ch.Times); k++ {
-		from, to := ch.Path[k-1], ch.Path[k]
-		for _, x := range r.kept {
-			at := false
-			for _, n := range r.Nodes(x.key) {
-				at = at || n == from
+		r.eachEntry(ch.Path[k-1], ch.Path[k], func(x *Parsed, u, written annotations.Upstream) {
+			l := OwnLayer(spec, x.Workload, u)
+			if l.PerTry <= 0 || l.PerTry >= ch.Times[k] {
+				return
 			}
-			if !at {
-				continue
+			var s string
+			if written.PerTryTimeout > 0 {
+				s = fmt.Sprintf("the per-try timeout of %s %s %s", x.Workload, annotations.Upstreams, writtenToken(written))
+			} else {
+				s = fmt.Sprintf("%s spec.retry.perTryTimeout: %s", r.Policy.Ref(), graph.FormatTime(l.PerTry))
 			}
-			written, err := annotations.ParseUpstreams(x.Workload.Annotations.Get(annotations.Upstreams))
-			if err != nil || len(written) != len(x.upstreams) {
-				written = x.upstreams
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
 			}
-			for i, u := range x.upstreams {
-				if r.Policy.UpstreamNode(u.Name, x.Workload.Namespace) != to || x.SDKUpstream(i) {
-					continue
-				}
-				l := OwnLayer(spec, x.Workload, u)
-				if l.PerTry <= 0 || l.PerTry >= ch.Times[k] {
-					continue
-				}
-				var s string
-				if written[i].PerTryTimeout > 0 {
-					s = fmt.Sprintf("the per-try timeout of %s %s %s", x.Workload, annotations.Upstreams, writtenToken(written[i]))
-				} else {
-					s = fmt.Sprintf("%s spec.retry.perTryTimeout: %s", r.Policy.Ref(), graph.FormatTime(l.PerTry))
-				}
-				if !seen[s] {
-					seen[s] = true
-					out = append(out, s)
-				}
-			}
-		}
+		})
 	}
 	if len(out) > MaxLevers {
 		out = append(out[:MaxLevers:MaxLevers], fmt.Sprintf("and %d more per-try timeouts", len(out)-MaxLevers))
