@@ -3,6 +3,7 @@ package promquery
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -88,7 +89,12 @@ func TestFederationRenamingClusterAgainstPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ob.Edges) != 1 || ob.Edges[0].From != (telemetry.Caller{Namespace: "shop", Name: "web", Service: true}) || len(series) != 1 || series[0].Calls != ob.Edges[0].Requests {
+	// The edge counts attempts_total, the series' Calls requests_total: two counters of one
+	// scrape, but each read by increase() over a 3 s window of federated samples, whose
+	// extrapolation to the window's edges can differ by about a scrape's worth (a CI rehearsal:
+	// 578.4 against 600 at 20 a scrape). Exact below, where one query reads one counter.
+	if len(ob.Edges) != 1 || ob.Edges[0].From != (telemetry.Caller{Namespace: "shop", Name: "web", Service: true}) || len(series) != 1 ||
+		series[0].Attempts != ob.Edges[0].Requests || math.Abs(series[0].Calls-ob.Edges[0].Requests) > 0.1*ob.Edges[0].Requests {
 		t.Fatalf("west: edges %+v, series %+v", ob.Edges, series)
 	}
 	// West's calls are west's series' alone, as the same reader counts them; east's would add.
